@@ -1,0 +1,21 @@
+"""Test-session environment, shared by tests/ and the notebooks that nbval runs.
+
+A classroom or CI machine keeps its offline material in a ``shared/`` folder beside the checkout:
+``shared/data`` is a data mirror (see data/README.md) and ``shared/hf-home`` a pre-filled Hugging
+Face cache. When they are there and the caller has not chosen otherwise, the tests use them and
+stay offline; without them the tests use the network like a student's machine would.
+"""
+import os
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+SHARED = ROOT.parent / "shared"
+
+if (SHARED / "data").is_dir():
+    os.environ.setdefault("MINIBERT_DATA_MIRROR", str(SHARED / "data"))
+if (SHARED / "hf-home").is_dir() and "HF_HOME" not in os.environ:
+    os.environ["HF_HOME"] = str(SHARED / "hf-home")
+    os.environ["HF_HUB_OFFLINE"] = "1"
+# Plots render to files, never to a window, and tokenizers' thread pool stays quiet after fork.
+os.environ.setdefault("MPLBACKEND", "Agg")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

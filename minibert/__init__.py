@@ -1,0 +1,9 @@
+"""minibert: a small, readable, weight-compatible BERT in PyTorch, and the library of the course."""
+from .config import PRESETS, BertConfig
+from .heads import (BertForMaskedLM, BertForPreTraining, BertForQuestionAnswering,
+                    BertForSequenceClassification, BertForTokenClassification)
+from .model import BertModel
+
+__all__ = ["PRESETS", "BertConfig", "BertModel", "BertForPreTraining", "BertForMaskedLM",
+           "BertForSequenceClassification", "BertForQuestionAnswering", "BertForTokenClassification"]
+__version__ = "0.1.0"

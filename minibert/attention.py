@@ -1,0 +1,90 @@
+"""Multi-head self-attention, Attention(Q, K, V) = softmax(QKᵀ/√d_k) V (Vaswani et al. 2017, eq. 1).
+
+Two paths give the same numbers: ``attention_probabilities`` writes the formula out and returns the
+probabilities that notebooks draw and that head analysis reads; ``F.scaled_dot_product_attention``
+is the fused kernel (flash / memory-efficient on GPU) used whenever nobody asks for the
+probabilities. Module and parameter names are the Hugging Face ones, so checkpoints load as they are.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .config import BertConfig
+
+
+def attention_probabilities(q: Tensor, k: Tensor, mask: Tensor | None = None) -> Tensor:
+    """softmax(QKᵀ/√d_k) over the keys; ``mask`` is True where a key may be attended to."""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, nh, T, T)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    return scores.softmax(dim=-1)
+
+
+def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> Tensor:
+    """The formula written out, for teaching and for checking the fused kernel."""
+    return attention_probabilities(q, k, mask) @ v
+
+
+class BertSelfAttention(nn.Module):
+    """Project to queries, keys and values and attend with ``num_attention_heads`` heads in parallel."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.num_heads = config.num_attention_heads
+        self.head_dim = config.head_dim
+        self.query = nn.Linear(config.hidden_size, config.hidden_size)
+        self.key = nn.Linear(config.hidden_size, config.hidden_size)
+        self.value = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dropout_p = config.attention_probs_dropout_prob
+        self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
+
+    def split_heads(self, x: Tensor) -> Tensor:
+        B, T, _ = x.shape
+        return x.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)  # (B, nh, T, hs)
+
+    def forward(self, hidden: Tensor, mask: Tensor | None = None,
+                output_attentions: bool = False) -> tuple[Tensor, Tensor | None]:
+        B, T, H = hidden.shape
+        q = self.split_heads(self.query(hidden))
+        k = self.split_heads(self.key(hidden))
+        v = self.split_heads(self.value(hidden))
+        probs = None
+        if output_attentions:
+            probs = self.dropout(attention_probabilities(q, k, mask))  # (B, nh, T, T)
+            context = probs @ v
+        else:
+            context = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, dropout_p=self.dropout_p if self.training else 0.0)
+        context = context.transpose(1, 2).reshape(B, T, H)  # (B, nh, T, hs) -> (B, T, H)
+        return context, probs
+
+
+class BertSelfOutput(nn.Module):
+    """Output projection, then dropout, residual and LayerNorm (post-LN, as in the paper)."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, context: Tensor, residual: Tensor) -> Tensor:
+        return self.LayerNorm(residual + self.dropout(self.dense(context)))
+
+
+class BertAttention(nn.Module):
+    """The attention sub-layer: LayerNorm(x + Dropout(W_O · MultiHead(x)))."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.self = BertSelfAttention(config)
+        self.output = BertSelfOutput(config)
+
+    def forward(self, hidden: Tensor, mask: Tensor | None = None,
+                output_attentions: bool = False) -> tuple[Tensor, Tensor | None]:
+        context, probs = self.self(hidden, mask, output_attentions)
+        return self.output(context, hidden), probs

@@ -1,0 +1,187 @@
+"""The heads: BERT's two pre-training tasks and the task layers of fine-tuning (Devlin et al. §3.1, §4).
+
+Masked LM predicts the original token at masked positions through a transform + a decoder that
+shares its weights with the input embeddings; NSP classifies the pooled [CLS] vector as
+IsNext / NotNext. Fine-tuning adds one linear layer: on [CLS] for sentence classification, on
+every token for tagging, and a start/end scorer over tokens for SQuAD spans. Every model computes
+its loss when given labels; label -100 marks positions that do not count.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .config import BertConfig
+from .model import ACT2FN, BertModel, BertPreTrainedModel
+from .outputs import PreTrainingOutput, QuestionAnsweringOutput, TaskOutput
+
+IGNORE_INDEX = -100  # cross_entropy's default ignore_index: unmasked tokens, padding, [CLS]/[SEP] tags
+
+
+class BertPredictionHeadTransform(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.act = ACT2FN[config.hidden_act]
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.LayerNorm(self.act(self.dense(x)))
+
+
+class BertLMPredictionHead(nn.Module):
+    """Scores over the vocabulary; ``decoder.weight`` is tied to the word embeddings (V × H)."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.transform = BertPredictionHeadTransform(config)
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.decoder(self.transform(x)) + self.bias  # (..., H) -> (..., V)
+
+
+class BertOnlyMLMHead(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.predictions = BertLMPredictionHead(config)
+
+    def forward(self, sequence_output: Tensor) -> Tensor:
+        return self.predictions(sequence_output)
+
+
+class BertPreTrainingHeads(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.predictions = BertLMPredictionHead(config)
+        self.seq_relationship = nn.Linear(config.hidden_size, 2)
+
+    def forward(self, sequence_output: Tensor, pooled_output: Tensor) -> tuple[Tensor, Tensor]:
+        return self.predictions(sequence_output), self.seq_relationship(pooled_output)
+
+
+def _tie_decoder(model: BertPreTrainedModel, head: BertLMPredictionHead) -> None:
+    head.decoder.weight = model.bert.embeddings.word_embeddings.weight
+
+
+class BertForPreTraining(BertPreTrainedModel):
+    """MLM + NSP, the paper's pre-training objective: loss = mean MLM cross-entropy + NSP cross-entropy."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config)
+        self.cls = BertPreTrainingHeads(config)
+        self.init_weights()
+
+    def tie_weights(self) -> None:
+        _tie_decoder(self, self.cls.predictions)
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None,
+                next_sentence_label=None, output_attentions=False, output_hidden_states=False):
+        out = self.bert(input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states)
+        mlm_logits, nsp_logits = self.cls(out.last_hidden_state, out.pooler_output)
+        loss = None
+        if labels is not None and next_sentence_label is not None:
+            loss = (F.cross_entropy(mlm_logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)
+                    + F.cross_entropy(nsp_logits, next_sentence_label.view(-1)))
+        return PreTrainingOutput(mlm_logits, nsp_logits, loss, out.hidden_states, out.attentions)
+
+
+class BertForMaskedLM(BertPreTrainedModel):
+    """Masked LM alone (what RoBERTa keeps after dropping NSP); no pooler, as in transformers."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config, add_pooling_layer=False)
+        self.cls = BertOnlyMLMHead(config)
+        self.init_weights()
+
+    def tie_weights(self) -> None:
+        _tie_decoder(self, self.cls.predictions)
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None,
+                output_attentions=False, output_hidden_states=False):
+        out = self.bert(input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states)
+        logits = self.cls(out.last_hidden_state)  # (B, T, V)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)
+        return TaskOutput(logits, loss, out.hidden_states, out.attentions)
+
+
+class BertForSequenceClassification(BertPreTrainedModel):
+    """A linear layer on the pooled [CLS] vector (§4.1); one label is regression (MSE), more are classes."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.config = config
+        self.num_labels = config.num_labels
+        self.bert = BertModel(config)
+        p = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+        self.dropout = nn.Dropout(p)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.init_weights()
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None,
+                output_attentions=False, output_hidden_states=False):
+        out = self.bert(input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states)
+        logits = self.classifier(self.dropout(out.pooler_output))  # (B, num_labels)
+        loss = None
+        if labels is not None:
+            if self.num_labels == 1:
+                loss = F.mse_loss(logits.squeeze(-1), labels.float())
+            else:
+                loss = F.cross_entropy(logits, labels.view(-1))
+        return TaskOutput(logits, loss, out.hidden_states, out.attentions)
+
+
+class BertForTokenClassification(BertPreTrainedModel):
+    """A linear layer on every token's vector: tagging (NER, POS); tags of sub-word pieces are -100."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.config = config
+        self.num_labels = config.num_labels
+        self.bert = BertModel(config, add_pooling_layer=False)
+        p = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+        self.dropout = nn.Dropout(p)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.init_weights()
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None,
+                output_attentions=False, output_hidden_states=False):
+        out = self.bert(input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states)
+        logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, T, num_labels)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)
+        return TaskOutput(logits, loss, out.hidden_states, out.attentions)
+
+
+class BertForQuestionAnswering(BertPreTrainedModel):
+    """SQuAD (§4.2): a start vector S and an end vector E score every token; the answer is the best span."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config, add_pooling_layer=False)
+        self.qa_outputs = nn.Linear(config.hidden_size, 2)
+        self.init_weights()
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, start_positions=None,
+                end_positions=None, output_attentions=False, output_hidden_states=False):
+        out = self.bert(input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states)
+        start_logits, end_logits = self.qa_outputs(out.last_hidden_state).unbind(-1)  # 2 × (B, T)
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            # Positions outside the sequence (an answer truncated away) are ignored, as in transformers.
+            T = start_logits.size(1)
+            start = start_positions.view(-1).clamp(0, T)
+            end = end_positions.view(-1).clamp(0, T)
+            loss = (F.cross_entropy(start_logits, start, ignore_index=T)
+                    + F.cross_entropy(end_logits, end, ignore_index=T)) / 2
+        return QuestionAnsweringOutput(start_logits, end_logits, loss, out.hidden_states, out.attentions)

@@ -1,0 +1,186 @@
+"""The BERT encoder: embeddings → L post-LN Transformer layers → pooler (Devlin et al. 2018, §3).
+
+Each layer is x ← LayerNorm(x + MultiHeadAttention(x)); x ← LayerNorm(x + FFN(x)) with
+FFN(x) = W₂ GELU(W₁x + b₁) + b₂ and a 4H-wide hidden layer. Module and parameter names are the
+Hugging Face ones, so ``model.state_dict()`` has exactly the keys of a BERT checkpoint.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .attention import BertAttention
+from .config import BertConfig
+from .embeddings import BertEmbeddings
+from .outputs import BaseModelOutput
+from .pretrained import PretrainedMixin
+
+ACT2FN = {
+    "gelu": F.gelu,  # the exact erf form, as in the original BERT
+    "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
+    "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "relu": F.relu,
+    "silu": F.silu,
+    "swish": F.silu,
+}
+
+
+class BertIntermediate(nn.Module):
+    """The first half of the feed-forward network: H → 4H, then GELU."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.act = ACT2FN[config.hidden_act]
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.act(self.dense(x))
+
+
+class BertOutput(nn.Module):
+    """The second half: 4H → H, dropout, residual, LayerNorm."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, x: Tensor, residual: Tensor) -> Tensor:
+        return self.LayerNorm(residual + self.dropout(self.dense(x)))
+
+
+class BertLayer(nn.Module):
+    """One Transformer encoder block: attention sub-layer, then feed-forward sub-layer."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.attention = BertAttention(config)
+        self.intermediate = BertIntermediate(config)
+        self.output = BertOutput(config)
+
+    def forward(self, hidden: Tensor, mask: Tensor | None = None,
+                output_attentions: bool = False) -> tuple[Tensor, Tensor | None]:
+        attended, probs = self.attention(hidden, mask, output_attentions)
+        return self.output(self.intermediate(attended), attended), probs
+
+
+class BertEncoder(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.layer = nn.ModuleList(BertLayer(config) for _ in range(config.num_hidden_layers))
+
+    def forward(self, hidden: Tensor, mask: Tensor | None = None, output_attentions: bool = False,
+                output_hidden_states: bool = False) -> BaseModelOutput:
+        all_hidden = [hidden] if output_hidden_states else None
+        all_attentions = [] if output_attentions else None
+        for layer in self.layer:
+            hidden, probs = layer(hidden, mask, output_attentions)
+            if output_hidden_states:
+                all_hidden.append(hidden)
+            if output_attentions:
+                all_attentions.append(probs)
+        return BaseModelOutput(
+            last_hidden_state=hidden,
+            hidden_states=tuple(all_hidden) if output_hidden_states else None,
+            attentions=tuple(all_attentions) if output_attentions else None)
+
+
+class BertPooler(nn.Module):
+    """tanh(W h_[CLS] + b): the sentence vector the NSP head and sentence classifiers read."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.activation = nn.Tanh()
+
+    def forward(self, hidden: Tensor) -> Tensor:
+        return self.activation(self.dense(hidden[:, 0]))
+
+
+class BertPreTrainedModel(PretrainedMixin, nn.Module):
+    """Weight initialisation shared by BertModel and the task models: N(0, 0.02) as in the paper's code."""
+
+    config: BertConfig
+
+    def init_weights(self) -> None:
+        self.apply(self._init_module)
+        self.tie_weights()
+
+    def _init_module(self, module: nn.Module) -> None:
+        std = self.config.initializer_range
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, std=std)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, std=std)
+            if module.padding_idx is not None:
+                with torch.no_grad():
+                    module.weight[module.padding_idx].zero_()
+        elif isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+
+    def tie_weights(self) -> None:
+        """Models with an MLM decoder share it with the input embeddings (overridden there)."""
+
+    def num_parameters(self) -> int:
+        """Distinct parameters: a tied MLM decoder is counted once, as in the paper's totals."""
+        return sum(p.numel() for p in self.parameters())
+
+
+class BertModel(BertPreTrainedModel):
+    """The bare encoder: (input_ids, token_type_ids, attention_mask) → contextual vectors + pooled [CLS]."""
+
+    def __init__(self, config: BertConfig, add_pooling_layer: bool = True):
+        super().__init__()
+        self.config = config
+        self.embeddings = BertEmbeddings(config)
+        self.encoder = BertEncoder(config)
+        self.pooler = BertPooler(config) if add_pooling_layer else None
+        self.init_weights()
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
+                token_type_ids: Tensor | None = None, output_attentions: bool = False,
+                output_hidden_states: bool = False) -> BaseModelOutput:
+        self.check_inputs(input_ids, attention_mask, token_type_ids)
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        mask = None
+        if attention_mask is not None:
+            mask = attention_mask.bool()[:, None, None, :]  # (B, T) -> (B, 1, 1, T): every head, every query
+        hidden = self.embeddings(input_ids, token_type_ids)
+        out = self.encoder(hidden, mask, output_attentions, output_hidden_states)
+        out.pooler_output = self.pooler(out.last_hidden_state) if self.pooler is not None else None
+        return out
+
+    def check_inputs(self, input_ids: Tensor, attention_mask: Tensor | None,
+                     token_type_ids: Tensor | None) -> None:
+        """Turn the usual mistakes into messages that say what to do, not an index error in an embedding."""
+        if not isinstance(input_ids, Tensor):
+            raise TypeError(f"input_ids must be a torch.Tensor of token ids, got {type(input_ids).__name__}; "
+                            "use tokenizer(..., return_tensors='pt')")
+        if input_ids.dim() != 2:
+            raise ValueError(f"input_ids must have shape (batch, seq_len), got {tuple(input_ids.shape)}; "
+                             "for a single sequence use input_ids.unsqueeze(0)")
+        if input_ids.dtype not in (torch.long, torch.int32):
+            raise TypeError(f"input_ids must be integer token ids, got dtype {input_ids.dtype}")
+        for name, other in (("attention_mask", attention_mask), ("token_type_ids", token_type_ids)):
+            if other is not None and other.shape != input_ids.shape:
+                raise ValueError(f"{name} has shape {tuple(other.shape)} but input_ids has "
+                                 f"{tuple(input_ids.shape)}; they must match token for token")
+        cfg = self.config
+        if input_ids.size(1) > cfg.max_position_embeddings:
+            raise ValueError(f"sequence length {input_ids.size(1)} is longer than max_position_embeddings="
+                             f"{cfg.max_position_embeddings}; truncate the input "
+                             f"(tokenizer(..., truncation=True, max_length={cfg.max_position_embeddings}))")
+        if torch.compiler.is_compiling() or input_ids.numel() == 0:
+            return  # reading values needs a device sync and would break a compiled graph
+        if input_ids.min() < 0 or input_ids.max() >= cfg.vocab_size:
+            bad = input_ids[(input_ids < 0) | (input_ids >= cfg.vocab_size)].unique()[:5].tolist()
+            raise ValueError(f"token ids {bad} are outside the vocabulary [0, {cfg.vocab_size}); was the "
+                             "input made with a tokenizer for another vocabulary?")
+        if token_type_ids is not None and (token_type_ids.min() < 0 or token_type_ids.max() >= cfg.type_vocab_size):
+            raise ValueError(f"token_type_ids must be in [0, {cfg.type_vocab_size}): 0 for sentence A, 1 for B")

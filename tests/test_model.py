@@ -1,0 +1,158 @@
+"""The model's own promises: the paper's sizes, config validation, and clear errors on bad input."""
+import json
+
+import pytest
+import torch
+
+import minibert
+from minibert import BertConfig, BertModel
+
+
+@pytest.mark.parametrize("preset, count", [("bert-base", 109_482_240), ("bert-large", 335_141_888)])
+def test_paper_parameter_counts(preset, count):
+    """BASE 110M and LARGE 340M (Devlin et al. §3), counted exactly as transformers counts them."""
+    with torch.device("meta"):  # sizes only: no memory, no initialisation time
+        model = BertModel(BertConfig.from_preset(preset))
+    assert model.num_parameters() == count
+
+
+@pytest.mark.parametrize("preset, sizes", [("bert-tiny", (2, 128, 2)), ("bert-mini", (4, 256, 4)),
+                                           ("bert-small", (4, 512, 8)), ("bert-medium", (8, 512, 8))])
+def test_small_presets_follow_turc_et_al(preset, sizes):
+    c = BertConfig.from_preset(preset)
+    assert (c.num_hidden_layers, c.hidden_size, c.num_attention_heads) == sizes
+    assert c.intermediate_size == 4 * c.hidden_size and c.head_dim == c.hidden_size // c.num_attention_heads
+
+
+def test_tied_decoder_counted_once():
+    cfg = BertConfig.from_preset("bert-tiny", vocab_size=1000)
+    mlm = minibert.BertForMaskedLM(cfg)
+    assert mlm.cls.predictions.decoder.weight is mlm.bert.embeddings.word_embeddings.weight
+    base = BertModel(cfg, add_pooling_layer=False).num_parameters()
+    head = cfg.hidden_size * cfg.hidden_size + cfg.hidden_size + 2 * cfg.hidden_size + cfg.vocab_size
+    assert mlm.num_parameters() == base + head
+
+
+def test_unknown_preset_lists_the_known_ones():
+    with pytest.raises(ValueError, match="unknown preset 'bert-huge'.*bert-tiny.*bert-large"):
+        BertConfig.from_preset("bert-huge")
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(hidden_size=100, num_attention_heads=12), r"hidden_size \(100\) is not divisible by num_attention_heads \(12\)"),
+    (dict(num_hidden_layers=0), "num_hidden_layers must be a positive integer"),
+    (dict(vocab_size=-5), "vocab_size must be a positive integer"),
+    (dict(hidden_dropout_prob=1.5), r"hidden_dropout_prob must be in \[0, 1\)"),
+    (dict(hidden_act="tanhh"), "hidden_act 'tanhh' is not supported"),
+    (dict(pad_token_id=40000), "pad_token_id 40000 is outside the vocabulary"),
+])
+def test_inconsistent_config_names_the_problem(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        BertConfig(**kwargs)
+
+
+def test_config_json_round_trip_keeps_unknown_hub_fields_out(tmp_path):
+    cfg = BertConfig.from_preset("bert-mini", num_labels=5)
+    cfg.save(tmp_path / "config.json")
+    data = json.loads((tmp_path / "config.json").read_text())
+    assert data["model_type"] == "bert" and data["hidden_size"] == 256
+    data.update(torch_dtype="float32", id2label={"0": "a"}, gradient_checkpointing=False)
+    assert BertConfig.from_dict(data) == cfg
+    with pytest.raises(ValueError, match="model_type 'roberta'"):
+        BertConfig.from_dict({**data, "model_type": "roberta"})
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    torch.manual_seed(0)
+    return BertModel(BertConfig.from_preset("bert-tiny", vocab_size=100, max_position_embeddings=16)).eval()
+
+
+def test_too_long_sequence_says_to_truncate(tiny):
+    with pytest.raises(ValueError, match=r"sequence length 17 is longer than max_position_embeddings=16.*truncation=True"):
+        tiny(torch.ones(1, 17, dtype=torch.long))
+
+
+@pytest.mark.parametrize("bad_id", [100, 5000, -1])
+def test_token_ids_outside_vocabulary(tiny, bad_id):
+    ids = torch.tensor([[1, 2, bad_id, 3]])
+    with pytest.raises(ValueError, match=rf"token ids \[{bad_id}\] are outside the vocabulary \[0, 100\)"):
+        tiny(ids)
+
+
+def test_mismatched_shapes(tiny):
+    ids = torch.ones(2, 5, dtype=torch.long)
+    with pytest.raises(ValueError, match=r"attention_mask has shape \(2, 4\) but input_ids has \(2, 5\)"):
+        tiny(ids, attention_mask=torch.ones(2, 4))
+    with pytest.raises(ValueError, match=r"token_type_ids has shape \(5,\)"):
+        tiny(ids, token_type_ids=torch.zeros(5, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"token_type_ids must be in \[0, 2\)"):
+        tiny(ids, token_type_ids=torch.full((2, 5), 2))
+
+
+def test_wrong_rank_and_dtype(tiny):
+    with pytest.raises(ValueError, match=r"shape \(batch, seq_len\), got \(5,\).*unsqueeze\(0\)"):
+        tiny(torch.ones(5, dtype=torch.long))
+    with pytest.raises(TypeError, match="integer token ids, got dtype torch.float32"):
+        tiny(torch.ones(1, 5))
+    with pytest.raises(TypeError, match="must be a torch.Tensor"):
+        tiny([[1, 2, 3]])
+
+
+def test_padding_does_not_change_the_real_tokens(tiny):
+    """A padded sequence gives the same vectors at its real positions as the unpadded one."""
+    ids = torch.tensor([[5, 6, 7, 8]])
+    padded = torch.tensor([[5, 6, 7, 8, 0, 0]])
+    mask = torch.tensor([[1, 1, 1, 1, 0, 0]])
+    with torch.no_grad():
+        a = tiny(ids).last_hidden_state
+        b = tiny(padded, attention_mask=mask).last_hidden_state[:, :4]
+    torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
+
+
+def test_load_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="not a checkpoint directory"):
+        BertModel.from_pretrained(tmp_path)
+    with pytest.raises(FileNotFoundError, match="not a checkpoint directory"):
+        BertModel.from_pretrained("./no/such/dir")
+    with pytest.raises(OSError, match="'nobody/no-such-bert' is not in the local Hugging Face cache"):
+        BertModel.from_pretrained("nobody/no-such-bert")
+
+
+def test_shape_mismatch_and_missing_encoder_weights_are_listed(tmp_path):
+    small = BertModel(BertConfig.from_preset("bert-tiny", vocab_size=100))
+    small.save_pretrained(tmp_path / "a")
+    with pytest.raises(ValueError, match=r"shape mismatch embeddings.word_embeddings.weight: checkpoint \(100, 128\) vs model \(200, 128\)"):
+        BertModel.from_pretrained(tmp_path / "a", vocab_size=200)
+    with pytest.raises(ValueError, match=r"missing encoder.layer.2.attention.self.query.weight"):
+        BertModel.from_pretrained(tmp_path / "a", num_hidden_layers=3)
+
+
+def test_pytorch_bin_is_read_without_unpickling_code(tmp_path):
+    model = BertModel(BertConfig.from_preset("bert-tiny", vocab_size=100))
+    model.config.save(tmp_path / "config.json")
+    torch.save({f"bert.{k}": v for k, v in model.state_dict().items()}, tmp_path / "pytorch_model.bin")
+    loaded = BertModel.from_pretrained(tmp_path)
+    torch.testing.assert_close(loaded.state_dict(), model.state_dict())
+
+    class Payload:  # an object whose unpickling would run code
+        def __reduce__(self):
+            return (print, ("pwned",))
+    torch.save({"x": Payload()}, tmp_path / "pytorch_model.bin")
+    with pytest.raises(Exception, match="Weights only load failed"):
+        BertModel.from_pretrained(tmp_path)
+
+
+def test_save_pretrained_is_atomic(tmp_path, monkeypatch):
+    """A crash while writing leaves the previous checkpoint intact and no temp files behind."""
+    model = BertModel(BertConfig.from_preset("bert-tiny", vocab_size=100))
+    model.save_pretrained(tmp_path)
+    before = (tmp_path / "model.safetensors").read_bytes()
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr("minibert.pretrained.save_file", crash)
+    with pytest.raises(KeyboardInterrupt):
+        BertModel(BertConfig.from_preset("bert-tiny", vocab_size=100)).save_pretrained(tmp_path)
+    assert (tmp_path / "model.safetensors").read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json", "model.safetensors"]
