@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import logging
 import os
-import tempfile
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
 
+from .atomic import atomic_path
 from .config import BertConfig
 
 logger = logging.getLogger("minibert")
@@ -149,19 +149,9 @@ class PretrainedMixin:
         aliases = _aliases(self)
         state = {k: v.detach().contiguous() for k, v in self.state_dict().items() if k not in aliases}
         config = {**self.config.to_dict(), "architectures": [type(self).__name__]}
-        _atomic_write(directory / "model.safetensors",
-                      lambda tmp: save_file(state, tmp, metadata={"format": "pt"}))
-        _atomic_write(directory / "config.json",
-                      lambda tmp: Path(tmp).write_text(json.dumps(config, indent=2) + "\n"))
+        with atomic_path(directory / "model.safetensors") as tmp:
+            save_file(state, tmp, metadata={"format": "pt"})
+        with atomic_path(directory / "config.json") as tmp:
+            tmp.write_text(json.dumps(config, indent=2) + "\n")
         return directory
 
-
-def _atomic_write(target: Path, write) -> None:
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
