@@ -3,7 +3,8 @@ from .config import PRESETS, BertConfig
 from .heads import (BertForMaskedLM, BertForPreTraining, BertForQuestionAnswering,
                     BertForSequenceClassification, BertForTokenClassification)
 from .model import BertModel
+from .tokenizer import BertTokenizer
 
-__all__ = ["PRESETS", "BertConfig", "BertModel", "BertForPreTraining", "BertForMaskedLM",
+__all__ = ["PRESETS", "BertConfig", "BertTokenizer", "BertModel", "BertForPreTraining", "BertForMaskedLM",
            "BertForSequenceClassification", "BertForQuestionAnswering", "BertForTokenClassification"]
 __version__ = "0.1.0"

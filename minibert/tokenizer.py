@@ -1,0 +1,422 @@
+"""BERT's WordPiece tokenizer: text -> ``[CLS] A [SEP] B [SEP]`` ids, segment ids and attention mask.
+
+BERT reads a fixed vocabulary of about 30,000 *word pieces* (Wu et al. 2016): frequent words are
+one piece, rare words are spelled out of smaller pieces (``playing -> play ##ing``), so every word
+has an encoding and nothing is out of vocabulary but characters never seen. The pipeline is:
+
+1. normalise: clean control characters, lower-case and strip accents (uncased models), put spaces
+   around CJK characters (each one becomes a word);
+2. pre-tokenise: split on whitespace and punctuation into words;
+3. WordPiece: split each word greedily into the longest pieces in the vocabulary (`wordpiece`);
+4. post-process: add ``[CLS]`` at the front (its final state feeds classifiers) and ``[SEP]`` after
+   each segment, and give segment A type id 0 and segment B type id 1 (the segment embeddings).
+
+`wordpiece` is the algorithm in plain Python, to read; `BertTokenizer` runs the same pipeline in
+the Rust ``tokenizers`` library (fast enough for whole corpora) behind the method names of
+Hugging Face ``transformers``, and reads and writes the same files.
+"""
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from pathlib import Path
+
+import torch
+from huggingface_hub import constants as hub_constants
+from huggingface_hub import hf_hub_download
+from huggingface_hub.errors import (EntryNotFoundError, HFValidationError, LocalEntryNotFoundError,
+                                   RepositoryNotFoundError)
+from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, processors, trainers
+from tokenizers.models import WordPiece
+
+PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
+SPECIAL_TOKENS = [PAD, UNK, CLS, SEP, MASK]  # in this order a trained vocabulary starts: [PAD] = 0
+PADDING = {False, True, "do_not_pad", "longest", "max_length"}
+TRUNCATION = {False, True, "do_not_truncate", "longest_first", "only_first", "only_second"}
+# transformers writes a huge model_max_length (1e30) for "not set"; BERT's position limit is 512.
+UNSET_MAX_LENGTH = 10**18
+
+
+def wordpiece(word: str, vocab, unk_token: str = UNK, max_input_chars_per_word: int = 100) -> list[str]:
+    """Split one word into word pieces, greedy longest-match-first, as in the original BERT.
+
+    Take the longest prefix of the word that is in the vocabulary, then the longest piece of the
+    rest, written with ``##`` to say "continues a word", and so on. If some rest has no piece in
+    the vocabulary the whole word becomes ``[UNK]`` (not just that part), and so does a very long
+    word, which is almost always noise (a URL, a DNA string).
+    """
+    if len(word) > max_input_chars_per_word:
+        return [unk_token]
+    pieces, start = [], 0
+    while start < len(word):
+        for end in range(len(word), start, -1):  # the longest candidate first
+            piece = word[start:end] if start == 0 else "##" + word[start:end]
+            if piece in vocab:
+                break
+        else:  # not even one character of the rest is in the vocabulary
+            return [unk_token]
+        pieces.append(piece)
+        start = end
+    return pieces
+
+
+class BatchEncoding(dict):
+    """The tokenizer's output: a dict of model inputs, also readable as attributes (``enc.input_ids``).
+
+    ``encodings`` keeps the ``tokenizers`` encodings, which know which word and which segment each
+    token came from (`word_ids`, `sequence_ids`): what tagging and span extraction need.
+    """
+
+    def __init__(self, data: dict, encodings: list | None = None):
+        super().__init__(data)
+        self.encodings = encodings
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def to(self, device) -> "BatchEncoding":
+        for key, value in self.items():
+            if isinstance(value, torch.Tensor):
+                self[key] = value.to(device)
+        return self
+
+    def tokens(self, index: int = 0) -> list[str]:
+        return self.encodings[index].tokens
+
+    def word_ids(self, index: int = 0) -> list[int | None]:
+        """For each token, the index of the word it is a piece of (None for special tokens)."""
+        return self.encodings[index].word_ids
+
+    def sequence_ids(self, index: int = 0) -> list[int | None]:
+        """For each token, 0 for segment A, 1 for segment B, None for special tokens and padding."""
+        return self.encodings[index].sequence_ids
+
+
+class BertTokenizer:
+    """BERT's WordPiece tokenizer with the interface of ``transformers.BertTokenizer``.
+
+    Build one from a vocabulary (a ``vocab.txt`` path or a dict token -> id), load one with
+    `from_pretrained`, or learn a vocabulary from text with `train`. Call it on text to get model
+    inputs: ``tokenizer("my dog is cute", "he likes playing", return_tensors="pt")``.
+    """
+
+    pad_token, unk_token, cls_token, sep_token, mask_token = PAD, UNK, CLS, SEP, MASK
+
+    def __init__(self, vocab: dict[str, int] | str | os.PathLike, *, do_lower_case: bool = True,
+                 strip_accents: bool | None = None, tokenize_chinese_chars: bool = True,
+                 model_max_length: int = 512, max_input_chars_per_word: int = 100):
+        if not isinstance(vocab, dict):
+            lines = Path(vocab).read_text(encoding="utf-8").splitlines()
+            vocab = {token: i for i, token in enumerate(lines)}
+        missing = [t for t in SPECIAL_TOKENS if t not in vocab]
+        if missing:
+            raise ValueError(f"the vocabulary has no {', '.join(missing)}: BERT needs {SPECIAL_TOKENS}")
+        self.do_lower_case, self.strip_accents = do_lower_case, strip_accents
+        self.tokenize_chinese_chars = tokenize_chinese_chars
+        self.model_max_length = model_max_length
+        self.pad_token_id, self.unk_token_id, self.cls_token_id, self.sep_token_id, self.mask_token_id = (
+            vocab[t] for t in SPECIAL_TOKENS)
+
+        tok = Tokenizer(WordPiece(vocab, unk_token=UNK, max_input_chars_per_word=max_input_chars_per_word))
+        # strip_accents=None follows lower-casing, as in the original BERT (uncased = no accents).
+        tok.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=tokenize_chinese_chars,
+                                                    strip_accents=strip_accents, lowercase=do_lower_case)
+        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        tok.post_processor = processors.TemplateProcessing(
+            single=f"{CLS} $A {SEP}", pair=f"{CLS} $A {SEP} $B:1 {SEP}:1",
+            special_tokens=[(CLS, self.cls_token_id), (SEP, self.sep_token_id)])
+        tok.decoder = decoders.WordPiece(prefix="##", cleanup=True)
+        # Special tokens written in the text ("Paris is the [MASK] of France") stay one token.
+        tok.add_special_tokens(SPECIAL_TOKENS)
+        self.backend_tokenizer = tok
+
+    # --- loading, training, saving ----------------------------------------------------------
+    @classmethod
+    def from_pretrained(cls, name_or_path: str | os.PathLike, **kwargs) -> "BertTokenizer":
+        """Load from a folder (tokenizer.json or vocab.txt), one of those files, or a Hub model id.
+
+        A Hub id goes through the Hugging Face cache (``HF_HOME``), so it also works offline for
+        models downloaded before. ``kwargs`` override what the files say, e.g. ``model_max_length``.
+        """
+        files = _find_tokenizer_files(str(name_or_path))
+        config = {}
+        if files.get("tokenizer_config.json"):
+            config = json.loads(files["tokenizer_config.json"].read_text(encoding="utf-8"))
+        settings = {"do_lower_case": config.get("do_lower_case", True),
+                    "strip_accents": config.get("strip_accents"),
+                    "tokenize_chinese_chars": config.get("tokenize_chinese_chars", True),
+                    "model_max_length": config.get("model_max_length") or 512}
+        if settings["model_max_length"] >= UNSET_MAX_LENGTH:
+            settings["model_max_length"] = 512
+        if files.get("tokenizer.json"):
+            vocab, pipeline = _read_tokenizer_json(files["tokenizer.json"])
+            settings.update(pipeline)
+        else:
+            vocab = files["vocab.txt"]
+        return cls(vocab, **{**settings, **kwargs})
+
+    @classmethod
+    def train(cls, texts_or_files, vocab_size: int = 30522, min_frequency: int = 2,
+              lowercase: bool = True, limit_alphabet: int = 1000, model_max_length: int = 512) -> "BertTokenizer":
+        """Learn a WordPiece vocabulary of ``vocab_size`` pieces from text.
+
+        ``texts_or_files`` is an iterable of strings (documents or lines) or a list of UTF-8 file
+        paths, normalised and pre-tokenised as at encoding time. The vocabulary starts with the
+        special tokens, so ``[PAD]`` is 0 as in every BERT (the model's padding embedding); then
+        come the characters: the ``limit_alphabet`` most frequent ones (rarer symbols become
+        ``[UNK]`` instead of taking vocabulary slots), as word starts and as ``##`` continuations;
+        then merged pieces in the order they were learned, most frequent first, each seen at least
+        ``min_frequency`` times.
+
+        Google never released WordPiece's training code (it picks merges by language-model
+        likelihood); ``tokenizers`` learns the pieces with BPE-style frequency merges, and the
+        pieces are then used with WordPiece's longest match, like most BERT vocabularies since.
+        """
+        if isinstance(texts_or_files, (str, os.PathLike)):
+            if not os.path.isfile(texts_or_files):
+                raise TypeError("texts_or_files must be an iterable of strings or a list of file paths, "
+                                "got a single string; wrap it in a list")
+            texts_or_files = [texts_or_files]
+        if isinstance(texts_or_files, (list, tuple)) and all(_is_file(f) for f in texts_or_files):
+            texts = [line for path in texts_or_files
+                     for line in Path(path).read_text(encoding="utf-8").splitlines()]
+        else:
+            texts = list(texts_or_files)
+        learner = cls({t: i for i, t in enumerate(SPECIAL_TOKENS)}, do_lower_case=lowercase).backend_tokenizer
+
+        # Choose the alphabet here and number it in a fixed order. Left alone, tokenizers numbers the
+        # ## characters in hash-map order, which breaks ties between equally frequent merges, so each
+        # run learns a slightly different vocabulary (huggingface/tokenizers#1794). Listing them as
+        # special tokens is the one way to number them first; `cls(...)` below drops that flag.
+        counts, inside = Counter(), set()
+        split, normalize = learner.pre_tokenizer.pre_tokenize_str, learner.normalizer.normalize_str
+        for text in texts:
+            words = [word for word, _ in split(normalize(text))]
+            counts.update("".join(words))
+            inside.update("".join(word[1:] for word in words))
+        alphabet = sorted(counts, key=lambda char: (-counts[char], char))[:limit_alphabet]
+        continuations = ["##" + char for char in sorted(inside.intersection(alphabet))]
+
+        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
+                                            special_tokens=SPECIAL_TOKENS + continuations,
+                                            initial_alphabet=alphabet, limit_alphabet=limit_alphabet,
+                                            continuing_subword_prefix="##", show_progress=False)
+        learner.train_from_iterator(texts, trainer)
+        return cls(learner.get_vocab(), do_lower_case=lowercase, model_max_length=model_max_length)
+
+    def save_pretrained(self, save_directory: str | os.PathLike) -> tuple[str, ...]:
+        """Write vocab.txt, tokenizer.json and tokenizer_config.json, the files transformers reads."""
+        folder = Path(save_directory)
+        folder.mkdir(parents=True, exist_ok=True)
+        vocab = sorted(self.get_vocab().items(), key=lambda item: item[1])
+        (folder / "vocab.txt").write_text("".join(token + "\n" for token, _ in vocab), encoding="utf-8")
+        self.backend_tokenizer.save(str(folder / "tokenizer.json"))
+        config = {"tokenizer_class": "BertTokenizer", "do_lower_case": self.do_lower_case,
+                  "strip_accents": self.strip_accents, "tokenize_chinese_chars": self.tokenize_chinese_chars,
+                  "model_max_length": self.model_max_length, "clean_up_tokenization_spaces": False,
+                  **{f"{name}_token": getattr(self, f"{name}_token")
+                     for name in ("pad", "unk", "cls", "sep", "mask")}}
+        (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        return tuple(str(folder / name) for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json"))
+
+    # --- encoding ---------------------------------------------------------------------------
+    def __call__(self, text, text_pair=None, *, add_special_tokens: bool = True, padding=False,
+                 truncation=False, max_length: int | None = None, is_split_into_words: bool = False,
+                 return_tensors: str | None = None, return_offsets_mapping: bool = False,
+                 return_special_tokens_mask: bool = False) -> BatchEncoding:
+        """Encode one text (a str) or a batch (a list of str), optionally with a second segment.
+
+        Returns ``input_ids``, ``token_type_ids`` (the segment, 0 for A and 1 for B) and
+        ``attention_mask`` (1 for real tokens, 0 for padding): lists for one text, lists of lists
+        for a batch, tensors of shape (batch, length) with ``return_tensors="pt"``.
+        ``padding=True`` pads to the longest in the batch, ``"max_length"`` to ``max_length``;
+        ``truncation=True`` cuts to ``max_length`` (default ``model_max_length``), taking tokens
+        from the longer segment of a pair first. ``is_split_into_words``: each text is a list of
+        words (as in tagging data); ``enc.word_ids()`` then maps tokens back to those words.
+        """
+        batch, batched = _as_batch(text, "text", is_split_into_words)
+        if text_pair is not None:
+            pairs, pairs_batched = _as_batch(text_pair, "text_pair", is_split_into_words)
+            if pairs_batched != batched or len(pairs) != len(batch):
+                raise ValueError(f"text and text_pair must both be single texts or batches of the same size, "
+                                 f"got {len(batch)} text(s) and {len(pairs)} text_pair(s)")
+            batch = list(zip(batch, pairs))
+        if padding not in PADDING:
+            raise ValueError(f"padding must be one of {sorted(map(repr, PADDING))}, got {padding!r}")
+        if truncation not in TRUNCATION:
+            raise ValueError(f"truncation must be one of {sorted(map(repr, TRUNCATION))}, got {truncation!r}")
+        if return_tensors not in (None, "pt"):
+            raise ValueError(f"return_tensors must be None (lists) or 'pt' (PyTorch tensors), "
+                             f"got {return_tensors!r}")
+        if max_length is not None and (not isinstance(max_length, int) or max_length < 1):
+            raise ValueError(f"max_length must be a positive int or None, got {max_length!r}")
+        truncate = truncation not in (False, "do_not_truncate")
+        length = max_length or self.model_max_length
+        tok = self.backend_tokenizer
+        n_special = tok.num_special_tokens_to_add(text_pair is not None) if add_special_tokens else 0
+        if truncate and length <= n_special:
+            raise ValueError(f"max_length={length} leaves no room for text beside the {n_special} special tokens")
+
+        try:  # the backend keeps these settings, so they are set for this call only
+            if truncate:
+                tok.enable_truncation(length, strategy="longest_first" if truncation is True else truncation)
+            if padding not in (False, "do_not_pad"):
+                tok.enable_padding(pad_id=self.pad_token_id, pad_token=self.pad_token,
+                                   length=length if padding == "max_length" else None)
+            encodings = tok.encode_batch(batch, is_pretokenized=is_split_into_words,
+                                         add_special_tokens=add_special_tokens)
+        finally:
+            tok.no_truncation()
+            tok.no_padding()
+
+        longest = max(sum(e.attention_mask) for e in encodings)
+        if not truncate and longest > self.model_max_length:
+            raise ValueError(f"a sequence has {longest} tokens, more than model_max_length={self.model_max_length} "
+                             "that BERT's position embeddings cover; pass truncation=True (and max_length=...) "
+                             "to cut it, or split the text into shorter pieces")
+        data = {"input_ids": [e.ids for e in encodings], "token_type_ids": [e.type_ids for e in encodings],
+                "attention_mask": [e.attention_mask for e in encodings]}
+        if return_offsets_mapping:
+            data["offset_mapping"] = [e.offsets for e in encodings]
+        if return_special_tokens_mask:
+            data["special_tokens_mask"] = [e.special_tokens_mask for e in encodings]
+        if return_tensors == "pt":
+            lengths = {len(ids) for ids in data["input_ids"]}
+            if len(lengths) > 1:
+                raise ValueError(f"the sequences have different lengths ({min(lengths)} to {max(lengths)} tokens), "
+                                 "so they do not stack into one tensor; pass padding=True to pad them")
+            data = {key: torch.tensor(value) for key, value in data.items()}
+        elif not batched:
+            data = {key: value[0] for key, value in data.items()}
+        return BatchEncoding(data, encodings)
+
+    def encode(self, text, text_pair=None, **kwargs) -> list[int]:
+        """Just the ``input_ids`` of `__call__`."""
+        return self(text, text_pair, **kwargs)["input_ids"]
+
+    def pre_tokenize(self, text: str) -> list[str]:
+        """The words that WordPiece sees: the text after normalisation and pre-tokenisation.
+
+        (Special tokens written in the text, like ``[MASK]``, are set aside before this step.)
+        """
+        normalized = self.backend_tokenizer.normalizer.normalize_str(text)
+        return [word for word, _ in self.backend_tokenizer.pre_tokenizer.pre_tokenize_str(normalized)]
+
+    def tokenize(self, text: str) -> list[str]:
+        """The word pieces of ``text``, without special tokens."""
+        return self.backend_tokenizer.encode(text, add_special_tokens=False).tokens
+
+    def decode(self, ids, skip_special_tokens: bool = False) -> str:
+        """Ids back to text: ``##`` pieces join the piece before them; lower-casing stays."""
+        ids = ids.tolist() if hasattr(ids, "tolist") else ids
+        return self.backend_tokenizer.decode([ids] if isinstance(ids, int) else ids,
+                                             skip_special_tokens=skip_special_tokens)
+
+    def batch_decode(self, sequences, skip_special_tokens: bool = False) -> list[str]:
+        return [self.decode(ids, skip_special_tokens) for ids in sequences]
+
+    # --- the vocabulary ---------------------------------------------------------------------
+    def convert_tokens_to_ids(self, tokens: str | list[str]) -> int | list[int]:
+        """Token(s) to id(s); a token outside the vocabulary gets the id of ``[UNK]``."""
+        if isinstance(tokens, str):
+            token_id = self.backend_tokenizer.token_to_id(tokens)
+            return self.unk_token_id if token_id is None else token_id
+        return [self.convert_tokens_to_ids(token) for token in tokens]
+
+    def convert_ids_to_tokens(self, ids) -> str | list[str]:
+        ids = ids.tolist() if hasattr(ids, "tolist") else ids
+        if isinstance(ids, int):
+            return self.backend_tokenizer.id_to_token(ids)
+        return [self.backend_tokenizer.id_to_token(i) for i in ids]
+
+    def get_vocab(self) -> dict[str, int]:
+        return self.backend_tokenizer.get_vocab()
+
+    @property
+    def vocab_size(self) -> int:
+        return self.backend_tokenizer.get_vocab_size()
+
+    def __len__(self) -> int:
+        return self.vocab_size
+
+    @property
+    def all_special_tokens(self) -> list[str]:
+        return list(SPECIAL_TOKENS)
+
+    @property
+    def all_special_ids(self) -> list[int]:
+        return self.convert_tokens_to_ids(SPECIAL_TOKENS)
+
+    def __repr__(self) -> str:
+        return (f"BertTokenizer(vocab_size={self.vocab_size}, do_lower_case={self.do_lower_case}, "
+                f"model_max_length={self.model_max_length})")
+
+
+def _as_batch(text, name: str, split_into_words: bool) -> tuple[list, bool]:
+    """``text`` as a list of inputs, and whether it was a batch; a TypeError names the argument."""
+    def is_single(x):
+        if split_into_words:
+            return isinstance(x, (list, tuple)) and all(isinstance(word, str) for word in x)
+        return isinstance(x, str)
+
+    if is_single(text):
+        return [text], False
+    if isinstance(text, (list, tuple)) and text and all(is_single(x) for x in text):
+        return list(text), True
+    wanted = ("a list of words (list[str]) or a batch of them (list[list[str]])" if split_into_words
+              else "a str or a non-empty list of str (a batch)")
+    raise TypeError(f"{name} must be {wanted}, got {type(text).__name__} {text!r:.80}")
+
+
+def _is_file(path) -> bool:
+    return isinstance(path, (str, os.PathLike)) and os.path.isfile(path)
+
+
+def _read_tokenizer_json(path: Path) -> tuple[dict[str, int], dict]:
+    """The vocabulary and the normaliser settings of a saved ``tokenizers`` BERT pipeline."""
+    spec = json.loads(path.read_text(encoding="utf-8"))
+    model, norm = spec.get("model") or {}, spec.get("normalizer") or {}
+    if model.get("type") != "WordPiece" or norm.get("type") != "BertNormalizer":
+        raise ValueError(f"{path} is not a BERT WordPiece tokenizer (model {model.get('type')}, "
+                         f"normalizer {norm.get('type')}); load it with transformers.AutoTokenizer instead")
+    return model["vocab"], {"do_lower_case": norm["lowercase"], "strip_accents": norm["strip_accents"],
+                            "tokenize_chinese_chars": norm["handle_chinese_chars"],
+                            "max_input_chars_per_word": model["max_input_chars_per_word"]}
+
+
+def _find_tokenizer_files(name: str) -> dict[str, Path | None]:
+    """Local paths of tokenizer.json, vocab.txt and tokenizer_config.json for a path or Hub id."""
+    names = ("tokenizer.json", "vocab.txt", "tokenizer_config.json")
+    local = Path(name).expanduser()
+    if local.is_file():
+        return {"tokenizer.json" if local.suffix == ".json" else "vocab.txt": local}
+    if local.is_dir():
+        files = {n: local / n if (local / n).is_file() else None for n in names}
+        if not (files["tokenizer.json"] or files["vocab.txt"]):
+            raise OSError(f"{local} holds neither tokenizer.json nor vocab.txt; "
+                          "write them there with save_pretrained()")
+        return files
+    files, cache_only = {}, hub_constants.HF_HUB_OFFLINE
+    for filename in names:
+        try:
+            files[filename] = Path(hf_hub_download(name, filename, local_files_only=cache_only))
+        except LocalEntryNotFoundError:  # not in the cache, and the Hub is unreachable or not asked
+            files[filename], cache_only = None, True  # so do not wait for the network again
+        except EntryNotFoundError:  # the repository has no such file
+            files[filename] = None
+        except HFValidationError:
+            raise OSError(f"{name!r} is neither a local file or folder nor a Hugging Face Hub model id") from None
+        except RepositoryNotFoundError:
+            raise OSError(f"there is no model {name!r} on the Hugging Face Hub (or it is private or gated: "
+                          "log in with `hf auth login`)") from None
+    if not (files["tokenizer.json"] or files["vocab.txt"]):
+        hub = ("downloads are off (HF_HUB_OFFLINE=1)" if hub_constants.HF_HUB_OFFLINE
+               else "the Hub did not provide them (no network, or the repository lacks them)")
+        raise OSError(f"found no tokenizer.json or vocab.txt for {name!r}: it is not a local path, the Hugging Face "
+                      f"cache {hub_constants.HF_HUB_CACHE} does not hold them, and {hub}. Check the name, "
+                      "download the model once while online, or pass a local folder.")
+    return files

@@ -1,0 +1,382 @@
+"""minibert.tokenizer against transformers: the fast BertTokenizer and the slow, pure-Python
+BertTokenizerLegacy (the original BERT algorithm), both loaded from the Hugging Face cache."""
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from minibert.tokenizer import BatchEncoding, BertTokenizer, wordpiece
+
+MODEL = "sentence-transformers/all-MiniLM-L6-v2"  # bert-base-uncased vocabulary
+
+SENTENCES = [
+    "Hello, world!",
+    "Héllo naïve café, Ångström and Øresund",
+    "北京欢迎你 and 東京, 서울",
+    "I paid $3.50 for 12,000 items in 1999 (about 0.3%).",
+    "supercalifragilisticexpialidocious antidisestablishmentarianism",
+    "The capital of France is [MASK].",
+    "don't stop—it's 5 o'clock; \"quoted\" & <tagged> text...",
+    "x" * 150 + " is too long to be a word",
+    "  spaces\tand\nnewlines\u00a0\u200b everywhere  ",
+    "",
+    "emoji 🤗 and a snowman ☃ and the ﬁ ligature",
+    "Homarus gammarus , known as the European lobster , is a species of clawed lobster .",
+]
+PAIRS = [
+    ("my dog is cute", "he likes playing"),
+    ("Who wrote Hamlet?", "Hamlet is a tragedy written by William Shakespeare around 1600."),
+    ("Héllo", "naïve café"),
+    ("a b c d e f g h i j k l m n o p", "q r"),
+]
+KEYS = ["input_ids", "token_type_ids", "attention_mask", "offset_mapping", "special_tokens_mask"]
+EXTRAS = dict(return_offsets_mapping=True, return_special_tokens_mask=True)
+
+
+def unavailable(reason):
+    """Skip on a machine without the offline material; in CI its absence is a failure."""
+    if os.environ.get("CI"):
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def hub_dir():
+    from huggingface_hub import hf_hub_download
+    try:
+        return Path(hf_hub_download(MODEL, "vocab.txt")).parent
+    except Exception as error:  # offline without a cache, or no network
+        unavailable(f"{MODEL} is not in the Hugging Face cache and the Hub is unreachable "
+                    f"({type(error).__name__})")
+
+
+@pytest.fixture(scope="module")
+def mirror():
+    path = Path(os.environ.get("MINIBERT_DATA_MIRROR", "/nonexistent"))
+    if not (path / "wikitext2_raw" / "wiki.valid.raw").is_file():
+        unavailable(f"no data mirror with wikitext2_raw at MINIBERT_DATA_MIRROR={path}")
+    return path
+
+
+@pytest.fixture(scope="module")
+def ours(hub_dir):
+    return BertTokenizer.from_pretrained(MODEL)
+
+
+@pytest.fixture(scope="module")
+def fast(hub_dir):
+    import transformers
+    return transformers.BertTokenizerFast.from_pretrained(MODEL)
+
+
+@pytest.fixture(scope="module")
+def slow(hub_dir):
+    from transformers.models.bert import BertTokenizerLegacy
+    return BertTokenizerLegacy.from_pretrained(MODEL)
+
+
+@pytest.fixture(scope="module")
+def trained(mirror, tmp_path_factory):
+    """A 2,000-piece vocabulary learned from WikiText-2 valid, saved where transformers can read it."""
+    tokenizer = BertTokenizer.train([mirror / "wikitext2_raw" / "wiki.valid.raw"], vocab_size=2000)
+    folder = tmp_path_factory.mktemp("trained")
+    tokenizer.save_pretrained(folder)
+    return tokenizer, folder
+
+
+def held_out_lines(mirror, n=150):
+    lines = (mirror / "wikitext2_raw" / "wiki.test.raw").read_text(encoding="utf-8").splitlines()
+    return [line for line in lines if line.strip()][:n]
+
+
+def assert_same(ours_enc, theirs_enc, keys=KEYS):
+    for key in keys:
+        mine, theirs = ours_enc[key], theirs_enc[key]
+        if isinstance(mine, torch.Tensor):
+            assert torch.equal(mine, theirs), key
+        else:
+            assert mine == theirs, key
+
+
+# --- encoding equals transformers ---------------------------------------------------------------
+@pytest.mark.parametrize("text", SENTENCES)
+def test_single_text_matches_transformers(ours, fast, slow, text):
+    enc = ours(text, **EXTRAS)
+    assert_same(enc, fast(text, **EXTRAS))
+    assert enc["input_ids"] == slow(text)["input_ids"]  # the original algorithm, in Python
+    assert ours.tokenize(text) == slow.tokenize(text)
+
+
+@pytest.mark.parametrize("pair", PAIRS)
+def test_pair_matches_transformers(ours, fast, slow, pair):
+    enc = ours(*pair, **EXTRAS)
+    assert_same(enc, fast(*pair, **EXTRAS))
+    assert enc["input_ids"] == slow(*pair)["input_ids"]
+    assert enc["token_type_ids"] == slow(*pair, return_token_type_ids=True)["token_type_ids"]
+
+
+def test_paper_example(ours, hub_dir):
+    enc = ours("my dog is cute", "he likes playing")
+    tokens = ours.convert_ids_to_tokens(enc.input_ids)
+    # bert-base-uncased has "playing" as one piece; segment B gets token type 1, its [SEP] included.
+    assert tokens == "[CLS] my dog is cute [SEP] he likes playing [SEP]".split()
+    assert enc.token_type_ids == [0] * 6 + [1] * 4
+    assert enc.attention_mask == [1] * 10
+    # The paper's Figure 2 uses a vocabulary without it: then WordPiece spells it play ##ing.
+    vocab = ours.get_vocab()
+    del vocab["playing"]
+    vocab = {token: i for i, token in enumerate(sorted(vocab, key=vocab.get))}
+    paper = BertTokenizer(vocab)
+    enc = paper("my dog is cute", "he likes playing")
+    assert paper.convert_ids_to_tokens(enc.input_ids) == \
+        "[CLS] my dog is cute [SEP] he likes play ##ing [SEP]".split()
+    assert enc.token_type_ids == [0] * 6 + [1] * 5
+
+
+@pytest.mark.parametrize("padding", [True, "longest"])
+def test_batch_with_padding_matches_transformers(ours, fast, padding):
+    enc = ours(SENTENCES[:8], padding=padding, **EXTRAS)
+    assert_same(enc, fast(SENTENCES[:8], padding=padding, **EXTRAS))
+    assert len({len(ids) for ids in enc.input_ids}) == 1
+    firsts, seconds = zip(*PAIRS)
+    assert_same(ours(list(firsts), list(seconds), padding=True, **EXTRAS),
+                fast(list(firsts), list(seconds), padding=True, **EXTRAS))
+
+
+@pytest.mark.parametrize("max_length", [4, 5, 8, 13, 40])
+def test_truncation_matches_transformers(ours, fast, max_length):
+    kwargs = dict(truncation=True, max_length=max_length, **EXTRAS)
+    assert_same(ours(SENTENCES, **kwargs), fast(SENTENCES, **kwargs))
+    firsts, seconds = map(list, zip(*PAIRS))
+    # longest_first: take tokens from the longer segment until the pair fits.
+    enc = ours(firsts, seconds, **kwargs)
+    assert_same(enc, fast(firsts, seconds, **kwargs))
+    assert max(len(ids) for ids in enc.input_ids) <= max_length
+    padded = dict(kwargs, padding="max_length")
+    assert_same(ours(firsts, seconds, **padded), fast(firsts, seconds, **padded))
+    assert {len(ids) for ids in ours(firsts, seconds, **padded).input_ids} == {max_length}
+
+
+def test_only_second_truncation_keeps_the_question(ours, fast):
+    question, context = PAIRS[1]
+    kwargs = dict(truncation="only_second", max_length=12)
+    enc = ours(question, context, **kwargs)
+    assert_same(enc, fast(question, context, **kwargs), KEYS[:3])
+    assert enc.input_ids[:6] == ours(question).input_ids  # [CLS] who wrote hamlet ? [SEP]
+
+
+def test_return_tensors_pt_matches_transformers(ours, fast):
+    enc = ours(SENTENCES, padding=True, return_tensors="pt", **EXTRAS)
+    assert_same(enc, fast(SENTENCES, padding=True, return_tensors="pt", **EXTRAS))
+    assert enc.input_ids.dtype == torch.long and enc.input_ids.shape == enc.attention_mask.shape
+    single = ours("my dog is cute", return_tensors="pt")
+    assert single.input_ids.shape == (1, 6)
+    assert_same(single, fast("my dog is cute", return_tensors="pt"), KEYS[:3])
+    assert single.to("cpu") is single
+
+
+def test_max_length_padding_without_truncation(ours, fast):
+    kwargs = dict(padding="max_length", max_length=16)
+    assert_same(ours(SENTENCES[:4], **kwargs), fast(SENTENCES[:4], **kwargs), KEYS[:3])
+
+
+def test_split_into_words_gives_word_ids(ours, fast):
+    words = [["Homarus", "gammarus", "is", "a", "lobster"], ["don't", "stop", "!"]]
+    enc = ours(words, is_split_into_words=True)
+    theirs = fast(words, is_split_into_words=True)
+    assert_same(enc, theirs, KEYS[:3])
+    assert enc.word_ids(0) == theirs.word_ids(0) and enc.word_ids(1) == theirs.word_ids(1)
+    assert enc.word_ids(0)[:3] == [None, 0, 0]
+    pair = ours("Who wrote Hamlet?", "Shakespeare did.")
+    assert pair.sequence_ids() == fast("Who wrote Hamlet?", "Shakespeare did.").sequence_ids()
+    assert pair.tokens()[0] == "[CLS]"
+
+
+def test_decode_matches_transformers(ours, fast):
+    for text in SENTENCES + [" ".join(pair) for pair in PAIRS]:
+        ids = fast(text)["input_ids"]
+        assert ours.decode(ids) == fast.decode(ids)
+        assert ours.decode(ids, skip_special_tokens=True) == fast.decode(ids, skip_special_tokens=True)
+    ids = ours("my dog is cute", return_tensors="pt").input_ids[0]
+    assert ours.decode(ids) == "[CLS] my dog is cute [SEP]"
+    assert ours.decode(ours.encode("unaffable playing", add_special_tokens=False)) == "unaffable playing"
+    assert ours.batch_decode([[101, 2026, 102], [7592]], skip_special_tokens=True) == ["my", "hello"]
+
+
+def test_vocabulary_and_special_tokens_match_transformers(ours, fast):
+    assert ours.get_vocab() == fast.get_vocab()
+    assert ours.vocab_size == len(ours) == fast.vocab_size == 30522
+    for name in ["pad", "unk", "cls", "sep", "mask"]:
+        assert getattr(ours, f"{name}_token") == getattr(fast, f"{name}_token")
+        assert getattr(ours, f"{name}_token_id") == getattr(fast, f"{name}_token_id")
+    assert (ours.pad_token_id, ours.unk_token_id, ours.cls_token_id, ours.sep_token_id, ours.mask_token_id) == \
+        (0, 100, 101, 102, 103)
+    assert sorted(ours.all_special_ids) == sorted(fast.all_special_ids)
+    tokens = ["[CLS]", "play", "##ing", "no-such-piece", "[MASK]"]
+    assert ours.convert_tokens_to_ids(tokens) == fast.convert_tokens_to_ids(tokens)
+    assert ours.convert_tokens_to_ids("play") == fast.convert_tokens_to_ids("play")
+    ids = [101, 2377, 2075, 100, 103, 0]
+    assert ours.convert_ids_to_tokens(ids) == fast.convert_ids_to_tokens(ids)
+    assert ours.convert_ids_to_tokens(torch.tensor(2377)) == "play"
+    assert ours.model_max_length == fast.model_max_length == 512
+
+
+def test_batch_encoding_is_a_dict_with_attributes(ours):
+    enc = ours(["my dog", "is cute"])
+    assert isinstance(enc, BatchEncoding) and isinstance(enc, dict)
+    assert set(enc) == {"input_ids", "token_type_ids", "attention_mask"}
+    assert enc.input_ids is enc["input_ids"]
+    with pytest.raises(AttributeError):
+        enc.offset_mapping
+    assert ours.encode("my dog", "is cute") == ours("my dog", "is cute")["input_ids"]
+
+
+# --- WordPiece in plain Python --------------------------------------------------------------------
+def test_wordpiece_matches_the_original_on_wikitext(ours, slow, mirror):
+    lines = (mirror / "wikitext2_raw" / "wiki.valid.raw").read_text(encoding="utf-8").splitlines()[:400]
+    vocab = slow.vocab
+    basic_words = {word for line in lines for word in slow.basic_tokenizer.tokenize(line)}
+    raw_words = {word for line in lines for word in line.split()}  # cased, punctuation attached
+    odd_words = {"☃", "snow☃man", "🤗abc", "a" * 100, "a" * 101, "x" * 500, "##ing", "", "unaffable"}
+    words = sorted(basic_words | raw_words | odd_words)
+    assert len(words) > 3000
+    for word in words:
+        assert wordpiece(word, vocab) == slow.wordpiece_tokenizer.tokenize(word), word
+    assert wordpiece("a" * 101, vocab) == ["[UNK]"]
+    assert wordpiece("snow☃man", vocab) == ["[UNK]"]  # one unknown piece makes the whole word [UNK]
+    assert wordpiece("unaffable", {"un", "##aff", "##able"}) == ["un", "##aff", "##able"]
+
+
+def test_pre_tokenize_then_wordpiece_is_tokenize(ours, mirror):
+    vocab = ours.get_vocab()
+    assert ours.pre_tokenize("Héllo, naïve café!") == ["hello", ",", "naive", "cafe", "!"]
+    for text in [s for s in SENTENCES if "[MASK]" not in s] + held_out_lines(mirror, 50):
+        pieces = [piece for word in ours.pre_tokenize(text) for piece in wordpiece(word, vocab)]
+        assert pieces == ours.tokenize(text), text
+
+
+# --- training, saving and loading ---------------------------------------------------------------
+def test_trained_vocabulary_loads_in_transformers(trained, mirror):
+    import transformers
+    from transformers.models.bert import BertTokenizerLegacy
+    tokenizer, folder = trained
+    assert len(tokenizer) == 2000
+    assert tokenizer.convert_ids_to_tokens(list(range(5))) == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    assert (tokenizer.pad_token_id, tokenizer.cls_token_id, tokenizer.sep_token_id) == (0, 2, 3)
+    assert sorted(p.name for p in folder.iterdir()) == ["tokenizer.json", "tokenizer_config.json", "vocab.txt"]
+    lines = held_out_lines(mirror)
+    pairs = dict(text=lines, text_pair=lines[::-1], truncation=True, max_length=128)
+    for theirs in [transformers.BertTokenizerFast.from_pretrained(folder),
+                   transformers.AutoTokenizer.from_pretrained(folder)]:
+        assert theirs.convert_tokens_to_ids("[MASK]") == 4
+        assert tokenizer(**pairs)["input_ids"] == theirs(**pairs)["input_ids"]
+    # The Python original breaks ties differently when it truncates two equally long segments,
+    # so it is compared on single texts.
+    legacy = BertTokenizerLegacy.from_pretrained(folder)
+    assert tokenizer(lines, truncation=True)["input_ids"] == legacy(lines, truncation=True)["input_ids"]
+    reloaded = BertTokenizer.from_pretrained(folder)
+    assert reloaded.get_vocab() == tokenizer.get_vocab()
+    assert reloaded(lines, truncation=True) == tokenizer(lines, truncation=True)
+
+
+def test_training_is_reproducible_from_strings_or_files(trained, mirror):
+    # tokenizers alone breaks ties between equally frequent merges in hash-map order, which
+    # changes from run to run (huggingface/tokenizers#1794); train() fixes the order.
+    lines = (mirror / "wikitext2_raw" / "wiki.valid.raw").read_text(encoding="utf-8").splitlines()
+    assert BertTokenizer.train(iter(lines), vocab_size=2000).get_vocab() == trained[0].get_vocab()
+    first = BertTokenizer.train(lines[:600], vocab_size=3000, min_frequency=1).get_vocab()
+    assert BertTokenizer.train(lines[:600], vocab_size=3000, min_frequency=1).get_vocab() == first
+
+
+def test_cased_training_keeps_case_and_accents(mirror, tmp_path):
+    import transformers
+    lines = (mirror / "wikitext2_raw" / "wiki.valid.raw").read_text(encoding="utf-8").splitlines()
+    cased = BertTokenizer.train(lines[:1000], vocab_size=1000, lowercase=False)
+    assert cased.tokenize("The") == ["The"] and "é" in "".join(cased.tokenize("café"))
+    cased.save_pretrained(tmp_path)
+    assert json.loads((tmp_path / "tokenizer_config.json").read_text())["do_lower_case"] is False
+    theirs = transformers.BertTokenizerFast.from_pretrained(tmp_path)
+    for text in held_out_lines(mirror, 50) + ["Héllo Wörld"]:
+        assert cased(text, truncation=True).input_ids == theirs(text, truncation=True)["input_ids"]
+
+
+def test_from_pretrained_reads_every_layout(ours, hub_dir, tmp_path):
+    (tmp_path / "only_vocab").mkdir()
+    (tmp_path / "only_vocab" / "vocab.txt").write_bytes((hub_dir / "vocab.txt").read_bytes())
+    (tmp_path / "only_vocab" / "tokenizer_config.json").write_text('{"do_lower_case": true, "model_max_length": 128}')
+    layouts = [BertTokenizer.from_pretrained(hub_dir), BertTokenizer.from_pretrained(hub_dir / "vocab.txt"),
+               BertTokenizer.from_pretrained(hub_dir / "tokenizer.json"),
+               BertTokenizer.from_pretrained(tmp_path / "only_vocab"), BertTokenizer(hub_dir / "vocab.txt")]
+    assert layouts[3].model_max_length == 128
+    for tokenizer in layouts:
+        assert tokenizer(SENTENCES[:8], PAIRS[0][:1] * 8, truncation=True) == \
+            ours(SENTENCES[:8], PAIRS[0][:1] * 8, truncation=True)
+    assert BertTokenizer.from_pretrained(MODEL, model_max_length=64).model_max_length == 64
+
+
+def test_cached_padding_and_truncation_settings_are_ignored(ours, fast):
+    # The cached tokenizer.json was saved with fixed padding and truncation to 128 tokens.
+    text = "the " * 300
+    assert len(ours(text).input_ids) == len(fast(text)["input_ids"]) == 302
+    assert len(ours("short").input_ids) == 3
+
+
+# --- mistakes get messages that say what to do ----------------------------------------------------
+def test_too_long_without_truncation_says_how_to_fix(ours):
+    with pytest.raises(ValueError, match=r"513 tokens.*model_max_length=512.*truncation=True"):
+        ours("word " * 511)
+    assert len(ours("word " * 511, truncation=True).input_ids) == 512
+    with pytest.raises(ValueError, match="truncation=True"):
+        ours(["short", "long " * 600], padding=True)
+
+
+@pytest.mark.parametrize("bad, name", [(42, "text"), (None, "text"), ([1, 2], "text"), (b"bytes", "text"),
+                                       ([], "text"), ([["nested"]], "text")])
+def test_wrong_text_types_name_the_argument(ours, bad, name):
+    with pytest.raises(TypeError, match=f"^{name} must be a str"):
+        ours(bad)
+
+
+def test_wrong_arguments_are_explained(ours):
+    with pytest.raises(TypeError, match="^text_pair must be"):
+        ours("my dog", 5)
+    with pytest.raises(TypeError, match=r"list of words"):
+        ours("not split", is_split_into_words=True)
+    with pytest.raises(ValueError, match="same size"):
+        ours(["a", "b"], ["c"])
+    with pytest.raises(ValueError, match="same size"):
+        ours("a", ["b"])
+    with pytest.raises(ValueError, match="padding must be one of"):
+        ours("a", padding="yes")
+    with pytest.raises(ValueError, match="truncation must be one of"):
+        ours("a", truncation="sometimes")
+    with pytest.raises(ValueError, match="return_tensors"):
+        ours("a", return_tensors="tf")
+    with pytest.raises(ValueError, match="max_length must be a positive int"):
+        ours("a", max_length=0)
+    with pytest.raises(ValueError, match="no room for text"):
+        ours("a", "b", truncation=True, max_length=3)
+
+
+def test_unequal_lengths_to_tensors_suggest_padding(ours):
+    with pytest.raises(ValueError, match=r"different lengths \(4 to 6 tokens\).*padding=True"):
+        ours(["my dog", "my dog is cute"], return_tensors="pt")
+
+
+def test_loading_errors_say_what_was_tried(tmp_path, hub_dir):
+    # offline: not in the cache; online: not on the Hub
+    with pytest.raises(OSError, match=r"(found no tokenizer.json or vocab.txt for|there is no model) 'no-such"):
+        BertTokenizer.from_pretrained("no-such-org/no-such-bert")
+    with pytest.raises(OSError, match="neither a local file or folder nor a Hugging Face Hub model id"):
+        BertTokenizer.from_pretrained("./not/a/model/dir")
+    with pytest.raises(OSError, match="neither tokenizer.json nor vocab.txt"):
+        BertTokenizer.from_pretrained(tmp_path)
+    (tmp_path / "tokenizer.json").write_text(json.dumps({"model": {"type": "BPE"}, "normalizer": None}))
+    with pytest.raises(ValueError, match="not a BERT WordPiece tokenizer"):
+        BertTokenizer.from_pretrained(tmp_path)
+    with pytest.raises(ValueError, match=r"no \[CLS\], \[MASK\]"):
+        BertTokenizer({"[PAD]": 0, "[UNK]": 1, "[SEP]": 2, "a": 3})
+    with pytest.raises(TypeError, match="wrap it in a list"):
+        BertTokenizer.train("a single sentence, not a list", vocab_size=100)
