@@ -16,8 +16,8 @@ if (SHARED / "data").is_dir():
 if (SHARED / "hf-home").is_dir() and "HF_HOME" not in os.environ:
     os.environ["HF_HOME"] = str(SHARED / "hf-home")
     os.environ["HF_HUB_OFFLINE"] = "1"
-# Plots render to files, never to a window, and tokenizers' thread pool stays quiet after fork.
-os.environ.setdefault("MPLBACKEND", "Agg")
+# tokenizers' thread pool stays quiet when nbval's kernels fork. (No MPLBACKEND here: the notebook
+# kernels inherit it, and their figures must render inline to be stored.)
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 

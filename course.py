@@ -62,8 +62,9 @@ def main(argv: list[str]) -> int:
     if command == "lab":
         cmd = [str(BIN / "jupyter"), "lab", "notebooks", *extra]
     else:
-        cmd = [str(PYTHON), "-m", "pytest", "tests", "notebooks", *NBVAL, *extra]
-    print("$", " ".join(cmd[1:] if command == "test" else ["jupyter", *cmd[1:]]), flush=True)
+        named_paths = any(Path(arg.split("::")[0]).exists() for arg in extra if not arg.startswith("-"))
+        cmd = [str(PYTHON), "-m", "pytest", *([] if named_paths else ["tests", "notebooks"]), *NBVAL, *extra]
+    print("$", Path(cmd[0]).name, *cmd[1:], flush=True)
     return subprocess.call(cmd)
 
 
