@@ -46,9 +46,14 @@ class BertSelfAttention(nn.Module):
         B, T, _ = x.shape
         return x.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)  # (B, nh, T, hs)
 
+    @staticmethod
+    def merge_heads(x: Tensor) -> Tensor:
+        """Concat(head_1, ..., head_h): the inverse of ``split_heads``."""
+        B, nh, T, hs = x.shape
+        return x.transpose(1, 2).reshape(B, T, nh * hs)  # (B, nh, T, hs) -> (B, T, H)
+
     def forward(self, hidden: Tensor, mask: Tensor | None = None,
                 output_attentions: bool = False) -> tuple[Tensor, Tensor | None]:
-        B, T, H = hidden.shape
         q = self.split_heads(self.query(hidden))
         k = self.split_heads(self.key(hidden))
         v = self.split_heads(self.value(hidden))
@@ -59,8 +64,7 @@ class BertSelfAttention(nn.Module):
         else:
             context = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=mask, dropout_p=self.dropout_p if self.training else 0.0)
-        context = context.transpose(1, 2).reshape(B, T, H)  # (B, nh, T, hs) -> (B, T, H)
-        return context, probs
+        return self.merge_heads(context), probs
 
 
 class BertSelfOutput(nn.Module):
