@@ -1,0 +1,249 @@
+"""Student release and autograding of the course notebooks, headless, with nbgrader's own tools.
+
+Exercises follow nbgrader's markup: a solution cell (``### BEGIN SOLUTION`` / ``### END SOLUTION``)
+followed by a locked test cell with points (visible asserts, then ``### BEGIN HIDDEN TESTS`` /
+``### END HIDDEN TESTS``). All notebooks of a folder form one nbgrader assignment.
+
+nbgrader works on a course directory (``source/<assignment>/``, ``release/``,
+``submitted/<student>/<assignment>/``, ``autograded/``, ``gradebook.db``). Each call here builds a
+throwaway one, so the repository never holds nbgrader state, and runs the ``nbgrader`` command
+line in a subprocess: that keeps its kernels, event loop, database sessions and chatty log away
+from the caller (a pytest run, a notebook, the ``minibert`` command); the log is shown only when
+nbgrader fails.
+
+    python -m minibert.grading release [--source notebooks] [--out release]
+    python -m minibert.grading autograde SUBMISSION_DIR [--source notebooks]
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+ASSIGNMENT = "notebooks"
+STUDENT = "student"
+KERNEL = "minibert-grader"  # a kernelspec of our own: notebooks run in the Python that grades
+IGNORED = shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__", "*.pyc", "CONVENTIONS.md")  # authors' notes stay home
+
+
+class GradingError(RuntimeError):
+    """The course cannot be released or graded; the message says which file and why."""
+
+
+@dataclass(frozen=True)
+class CellGrade:
+    score: float
+    max_score: float
+    error: str = ""  # the error the test cell raised: why points were lost
+
+
+@dataclass(frozen=True)
+class Scores:
+    """nbgrader's autograde result: notebook name -> grade_id of each test cell -> its grade."""
+
+    notebooks: dict[str, dict[str, CellGrade]]
+
+    @property
+    def score(self) -> float:
+        return sum(cell.score for cells in self.notebooks.values() for cell in cells.values())
+
+    @property
+    def max_score(self) -> float:
+        return sum(cell.max_score for cells in self.notebooks.values() for cell in cells.values())
+
+    def table(self) -> str:
+        width = max([len("total")] + [len(f"  {g}") for c in self.notebooks.values() for g in c] +
+                    [len(name) for name in self.notebooks])
+        lines = []
+        for name, cells in self.notebooks.items():
+            score, max_score = (sum(getattr(c, a) for c in cells.values()) for a in ("score", "max_score"))
+            lines.append(f"{name:<{width}}  {score:g} / {max_score:g}")
+            for grade_id, cell in cells.items():
+                why = f"  ({cell.error})" if cell.error else ""
+                lines.append(f"{'  ' + grade_id:<{width}}  {cell.score:g} / {cell.max_score:g}{why}")
+        lines.append(f"{'total':<{width}}  {self.score:g} / {self.max_score:g}")
+        return "\n".join(lines)
+
+
+def exercises(notebook) -> list[tuple[str, str, float]]:
+    """(solution grade_id, test grade_id, points) of each solution cell directly followed by a
+    graded test cell: the course's exercise convention."""
+    cells = [c for c in nbformat.read(notebook, as_version=4).cells if c.cell_type == "code"]
+    meta = [c.metadata.get("nbgrader", {}) for c in cells]
+    return [(m["grade_id"], n["grade_id"], n["points"]) for m, n in zip(meta, meta[1:])
+            if m.get("solution") and n.get("grade") and not n.get("solution") and n.get("points", 0) > 0]
+
+
+def release(source="notebooks", out="release") -> Path:
+    """Write the student version of every notebook in ``source`` to ``out/notebooks``.
+
+    nbgrader's generate_assignment checks the markup, replaces solutions with
+    ``raise NotImplementedError()``, removes hidden tests, clears outputs and locks test cells.
+    The new release replaces the old one only once it is complete.
+    """
+    _notebooks(source)
+    out = Path(out)
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
+        course = _course(Path(tmp), source)
+        _nbgrader(course, "generate_assignment")
+        out.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".release-", dir=out))
+        shutil.copytree(course / "release" / ASSIGNMENT, staging / ASSIGNMENT)
+        target = out / ASSIGNMENT
+        if target.exists():
+            target.rename(staging / "previous")
+        (staging / ASSIGNMENT).rename(target)
+        shutil.rmtree(staging)
+    return target
+
+
+def autograde(submission_dir, source="notebooks", timeout=600) -> Scores:
+    """Grade the notebooks in ``submission_dir`` with nbgrader's autograder.
+
+    ``submission_dir`` is a filled-in student release, or ``source`` itself as a sanity check.
+    Only notebooks of ``source`` with graded cells are executed (the others score nothing and may
+    train for minutes); a graded notebook missing from the submission scores zero. Test cells come
+    back from the source, hidden tests included, whatever the submission did to them.
+    ``timeout`` is seconds per cell.
+    """
+    from nbgrader.api import Gradebook  # imported here: nbgrader takes seconds to import
+
+    submission_dir = Path(submission_dir)
+    if not submission_dir.is_dir():
+        raise GradingError(f"submission folder not found: {submission_dir}")
+    graded = [nb.name for nb in _notebooks(source) if graded_cells(nb)]
+    if not graded:
+        raise GradingError(f"no graded cells in any notebook of {source}")
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
+        course = _course(Path(tmp), source, only=graded)
+        shutil.copytree(submission_dir, course / "submitted" / STUDENT / ASSIGNMENT, ignore=IGNORED)
+        _nbgrader(course, "generate_assignment")  # fills the gradebook with the test cells
+        _nbgrader(course, "autograde", f"--Execute.timeout={timeout}", f"--Execute.kernel_name={KERNEL}")
+        with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+            submission = gradebook.find_submission(ASSIGNMENT, STUDENT)
+            grades = {nb.name: {g.name: (g.score, g.max_score) for g in nb.grades}
+                      for nb in submission.notebooks}
+        autograded = course / "autograded" / STUDENT / ASSIGNMENT
+        return Scores({name: _with_errors(grades[name], autograded / f"{name}.ipynb")
+                       for name in sorted(grades)})
+
+
+def _notebooks(source) -> list[Path]:
+    """The source notebooks, after nbgrader's own metadata validation (schema version 3, grade ids
+    present and unique, points on graded cells), so a mistake is reported with its file."""
+    from nbgrader.nbgraderformat import MetadataValidator, SchemaTooNewError, SchemaTooOldError, ValidationError
+
+    source = Path(source)
+    if not source.is_dir():
+        raise GradingError(f"source folder not found: {source}")
+    notebooks = sorted(source.glob("*.ipynb"))
+    if not notebooks:
+        raise GradingError(f"no notebooks in {source}")
+    for path in notebooks:
+        try:
+            MetadataValidator().validate_nb(nbformat.read(path, as_version=4))
+        except ValidationError as e:
+            raise GradingError(f"{path}: invalid nbgrader markup: {e.message}") from None
+        except (SchemaTooOldError, SchemaTooNewError) as e:
+            raise GradingError(f"{path}: {e}; nbgrader 0.9 needs schema_version 3") from None
+    return notebooks
+
+
+def graded_cells(notebook) -> list[str]:
+    """grade_ids of the cells that score points (the test cells, in the course's convention)."""
+    return [cell.metadata.nbgrader["grade_id"] for cell in nbformat.read(notebook, as_version=4).cells
+            if cell.metadata.get("nbgrader", {}).get("grade")]
+
+
+def _course(root: Path, source, only=None) -> Path:
+    """A fresh nbgrader course directory holding ``source`` (or only its notebooks ``only``)."""
+    source = Path(source)
+    skip = set()
+    if only is not None:
+        skip = {nb.name for nb in source.glob("*.ipynb")} - set(only)
+    shutil.copytree(source, root / "source" / ASSIGNMENT,
+                    ignore=lambda d, names: IGNORED(d, names) | (skip if Path(d) == source else set()))
+    kernel = root / "jupyter" / "kernels" / KERNEL
+    kernel.mkdir(parents=True)
+    (kernel / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "Python (minibert grader)", "language": "python"}))
+    return root
+
+
+def _nbgrader(course: Path, command: str, *options: str) -> None:
+    """Run one nbgrader command on ``course``; on failure raise with the part of its log that
+    explains it (from the notebook it was converting on)."""
+    def prepend(variable, folder):
+        return os.pathsep.join(filter(None, [str(folder), os.environ.get(variable)]))
+
+    env = {**os.environ,
+           "PATH": prepend("PATH", Path(sys.executable).parent),  # the gradebook shells out to `alembic`
+           "JUPYTER_PATH": prepend("JUPYTER_PATH", course / "jupyter")}  # finds our kernelspec first
+    args = [sys.executable, "-m", "nbgrader", command, ASSIGNMENT, f"--CourseDirectory.root={course}", *options]
+    result = subprocess.run(args, cwd=course, env=env, capture_output=True, text=True)
+    if result.returncode != 0:
+        log = (result.stdout + result.stderr).splitlines()
+        start = max([i for i, line in enumerate(log) if "Converting notebook" in line], default=0)
+        raise GradingError(f"nbgrader {command} failed:\n" + "\n".join(_without_stack_frames(log[start:])))
+
+
+def _without_stack_frames(log: list[str]) -> list[str]:
+    """The log with each traceback cut down to its last line, the exception and its message."""
+    kept, in_traceback = [], False
+    for line in log:
+        if "Traceback (most recent call last)" in line:
+            in_traceback = True
+        elif in_traceback and re.match(r"\s*[\w.]+(Error|Exception): ", line):
+            kept.append(line.strip())
+            in_traceback = False
+        elif not in_traceback:
+            kept.append(line)
+    return kept
+
+
+def _with_errors(grades: dict[str, tuple[float, float]], autograded: Path) -> dict[str, CellGrade]:
+    """Attach to each test cell that lost points the error it raised in the autograded notebook."""
+    errors = {}
+    if autograded.exists():
+        for cell in nbformat.read(autograded, as_version=4).cells:
+            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+            for output in cell.get("outputs", []):
+                if output.output_type == "error":
+                    errors[grade_id] = f"{output.ename}: {output.evalue}".rstrip(": ")
+    missing = "" if autograded.exists() else "not submitted"
+    return {grade_id: CellGrade(score or 0.0, max_score, "" if score == max_score else errors.get(grade_id, missing))
+            for grade_id, (score, max_score) in grades.items()}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m minibert.grading", description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    make = commands.add_parser("release", help="write the student version of the notebooks")
+    make.add_argument("--source", default="notebooks", help="instructor notebooks (default: notebooks)")
+    make.add_argument("--out", default="release", help="the release goes to OUT/notebooks (default: release)")
+    grade = commands.add_parser("autograde", help="grade a folder of submitted notebooks")
+    grade.add_argument("submission_dir", help="folder of submitted notebooks")
+    grade.add_argument("--source", default="notebooks", help="instructor notebooks (default: notebooks)")
+    grade.add_argument("--timeout", type=int, default=600, help="seconds per cell (default: 600)")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "release":
+            print(f"student release written to {release(args.source, args.out)}")
+        else:
+            print(autograde(args.submission_dir, args.source, args.timeout).table())
+    except GradingError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

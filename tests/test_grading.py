@@ -1,0 +1,171 @@
+"""The course's grading promise, checked with nbgrader's own autograder: the release command
+works, the instructor version gets full marks and the untouched student release gets zero.
+
+The machinery is tested on a small fixture course (tests/fixtures/grading/01_demo.ipynb: a
+stable softmax worth 2 points and scaled attention scores worth 3), then the two promises are
+checked on the real course notebooks, with one autograde run per version because executing the
+notebooks is slow.
+"""
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from minibert import grading
+
+FIXTURE = Path(__file__).parent / "fixtures" / "grading"
+COURSE = Path(__file__).resolve().parents[1] / "notebooks"
+COURSE_GRADED = sorted(p.stem for p in COURSE.glob("*.ipynb") if grading.graded_cells(p))
+
+STABLE_SOFTMAX = "def softmax(x):\n    z = np.exp(x - x.max(axis=-1, keepdims=True))\n    return z / z.sum(axis=-1, keepdims=True)"
+NAIVE_SOFTMAX = "def softmax(x):\n    return np.exp(x) / np.exp(x).sum(axis=-1, keepdims=True)"  # overflows at 1000
+
+
+@pytest.fixture(scope="module")
+def demo_release(tmp_path_factory) -> Path:
+    return grading.release(FIXTURE, tmp_path_factory.mktemp("demo"))
+
+
+def submit(release: Path, folder: Path, **answers: str) -> Path:
+    """A student's submission: the release with the solution cells named in ``answers`` filled in."""
+    nb = nbformat.read(release / "01_demo.ipynb", as_version=4)
+    for cell in nb.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id in answers:
+            cell.source = answers.pop(grade_id)
+    assert not answers, f"no solution cells {list(answers)}"
+    folder.mkdir()
+    nbformat.write(nb, folder / "01_demo.ipynb")
+    return folder
+
+
+def marks(scores: grading.Scores) -> dict[str, tuple[float, float]]:
+    return {grade_id: (cell.score, cell.max_score) for grade_id, cell in scores.notebooks["01_demo"].items()}
+
+
+# --- the machinery, on the fixture course ---------------------------------------------------
+
+def test_exercises_pair_each_solution_with_its_tests():
+    assert grading.exercises(FIXTURE / "01_demo.ipynb") == [
+        ("softmax", "softmax_tests", 2), ("attention_scores", "attention_scores_tests", 3)]
+
+
+def test_release_strips_solutions_hidden_tests_and_outputs(demo_release):
+    text = (demo_release / "01_demo.ipynb").read_text()
+    for secret in ("BEGIN SOLUTION", "x.max(axis=-1", "np.sqrt(q.shape[-1])",
+                   "HIDDEN TESTS", "overflows on large logits", "np.allclose(attention_scores(q, k), 2.0)"):
+        assert secret not in text
+    assert text.count("raise NotImplementedError()") == 2
+    assert "assert np.isclose(p.sum(), 1.0)" in text  # visible tests stay
+
+    nb = nbformat.read(demo_release / "01_demo.ipynb", as_version=4)
+    code = [cell for cell in nb.cells if cell.cell_type == "code"]
+    assert all(cell.outputs == [] and cell.execution_count is None for cell in code)
+    tests = [cell for cell in code if cell.metadata.get("nbgrader", {}).get("grade")]
+    assert len(tests) == 2 and all(cell.metadata.editable is False for cell in tests)
+
+
+def test_release_command_replaces_the_previous_release(tmp_path, capsys):
+    stale = tmp_path / "notebooks" / "stale.ipynb"
+    stale.parent.mkdir()
+    stale.write_text("{}")
+    assert grading.main(["release", "--source", str(FIXTURE), "--out", str(tmp_path)]) == 0
+    assert [p.name for p in tmp_path.iterdir()] == ["notebooks"]  # no staging folder left over
+    assert [p.name for p in (tmp_path / "notebooks").iterdir()] == ["01_demo.ipynb"]
+    assert "student release written to" in capsys.readouterr().out
+
+
+def test_instructor_version_gets_full_marks():
+    scores = grading.autograde(FIXTURE, source=FIXTURE)
+    assert marks(scores) == {"softmax_tests": (2, 2), "attention_scores_tests": (3, 3)}
+    assert (scores.score, scores.max_score) == (5, 5)
+    table = scores.table().splitlines()
+    assert table[0].split() == ["01_demo", "5", "/", "5"] and table[-1].split() == ["total", "5", "/", "5"]
+
+
+def test_untouched_release_gets_zero(demo_release):
+    scores = grading.autograde(demo_release, source=FIXTURE)
+    assert marks(scores) == {"softmax_tests": (0, 2), "attention_scores_tests": (0, 3)}
+    assert scores.notebooks["01_demo"]["softmax_tests"].error == "NotImplementedError"
+
+
+def test_one_exercise_done_gets_exactly_its_points(demo_release, tmp_path):
+    submission = submit(demo_release, tmp_path / "submission", softmax=STABLE_SOFTMAX)
+    scores = grading.autograde(submission, source=FIXTURE)
+    assert marks(scores) == {"softmax_tests": (2, 2), "attention_scores_tests": (0, 3)}
+
+
+def test_hidden_tests_run(demo_release, tmp_path):
+    """A softmax that passes the visible asserts but overflows fails the hidden test."""
+    submission = submit(demo_release, tmp_path / "submission", softmax=NAIVE_SOFTMAX)
+    scores = grading.autograde(submission, source=FIXTURE)
+    assert marks(scores)["softmax_tests"] == (0, 2)
+    assert "overflows on large logits" in scores.notebooks["01_demo"]["softmax_tests"].error
+
+
+def test_commands_report_errors_without_a_traceback(tmp_path, capsys):
+    assert grading.main(["autograde", str(tmp_path / "nowhere"), "--source", str(FIXTURE)]) == 1
+    assert capsys.readouterr().err.startswith("error: submission folder not found")
+
+
+def broken_copy(tmp_path: Path, edit) -> Path:
+    nb = nbformat.read(FIXTURE / "01_demo.ipynb", as_version=4)
+    edit(nb.cells)
+    nbformat.write(nb, tmp_path / "01_demo.ipynb")
+    return tmp_path
+
+
+def test_duplicate_grade_ids_are_reported_with_their_file(tmp_path):
+    def duplicate(cells):
+        cells[6].metadata.nbgrader.grade_id = "softmax"
+    with pytest.raises(grading.GradingError, match=r"01_demo.ipynb.*Duplicate grade id: softmax"):
+        grading.release(broken_copy(tmp_path, duplicate), tmp_path / "out")
+
+
+def test_nbgrader_markup_errors_are_surfaced(tmp_path):
+    def unclosed(cells):
+        cells[3].source = cells[3].source.replace("### END SOLUTION", "")
+    with pytest.raises(grading.GradingError, match="No end solution statement found"):
+        grading.release(broken_copy(tmp_path, unclosed), tmp_path / "out")
+    assert not (tmp_path / "out" / "notebooks").exists()
+
+
+def test_missing_source_and_empty_source_are_reported(tmp_path):
+    with pytest.raises(grading.GradingError, match="source folder not found"):
+        grading.release(tmp_path / "nowhere", tmp_path / "out")
+    with pytest.raises(grading.GradingError, match="no notebooks in"):
+        grading.release(tmp_path, tmp_path / "out")
+
+
+# --- the promise, on the real course ----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def course_instructor_scores() -> grading.Scores:
+    return grading.autograde(COURSE, source=COURSE)
+
+
+@pytest.fixture(scope="module")
+def course_release_scores(tmp_path_factory) -> grading.Scores:
+    release = grading.release(COURSE, tmp_path_factory.mktemp("course"))
+    return grading.autograde(release, source=COURSE)
+
+
+@pytest.mark.parametrize("notebook", COURSE_GRADED)
+def test_course_instructor_version_gets_full_marks(notebook, course_instructor_scores):
+    cells = course_instructor_scores.notebooks[notebook]
+    lost = {grade_id: cell.error for grade_id, cell in cells.items() if cell.score < cell.max_score}
+    assert cells and not lost, f"{notebook}: the solutions fail their own tests: {lost}"
+
+
+@pytest.mark.parametrize("notebook", COURSE_GRADED)
+def test_course_untouched_release_gets_zero(notebook, course_release_scores):
+    cells = course_release_scores.notebooks[notebook]
+    scored = {grade_id: cell.score for grade_id, cell in cells.items() if cell.score}
+    assert cells and not scored, f"{notebook}: tests pass without the exercise being done: {scored}"
+
+
+@pytest.mark.parametrize("prefix", ["01", "02", "03"])
+def test_course_notebook_has_two_exercises(prefix):
+    found = sorted(COURSE.glob(f"{prefix}_*.ipynb"))
+    assert found, f"notebooks/{prefix}_*.ipynb does not exist"
+    assert len(grading.exercises(found[0])) >= 2, f"{found[0].name}: fewer than two graded exercises"
