@@ -1,0 +1,42 @@
+"""The notebooks keep the course's conventions (notebooks/CONVENTIONS.md); nbval checks their outputs."""
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+MACHINE_PATHS = re.compile(r"(/root/|/home/|/tmp/|/work/|/Users/|C:\\\\)")
+
+
+def load(path):
+    return json.loads(path.read_text())
+
+
+def test_the_first_four_notebooks_exist():
+    assert [p.name[:2] for p in NOTEBOOKS][:4] == ["00", "01", "02", "03"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_header_and_parameters(path):
+    cells = load(path)["cells"]
+    header = "".join(cells[0]["source"])
+    assert header.startswith(f"# {path.name[:2]} ·"), "first cell: '# NN · Title'"
+    for section in ("Learning goals", "Prerequisites", "Run time"):
+        assert section in header, f"the header names its {section}"
+    tagged = [c for c in cells if "parameters" in c.get("metadata", {}).get("tags", [])]
+    assert len(tagged) == 1 and tagged[0]["cell_type"] == "code", "exactly one code cell tagged 'parameters'"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_stored_outputs_are_a_clean_run(path):
+    code = [c for c in load(path)["cells"] if c["cell_type"] == "code" and "".join(c["source"]).strip()]
+    counts = [c["execution_count"] for c in code]
+    assert counts == list(range(1, len(code) + 1)), "run top to bottom once in a fresh kernel, then save"
+    outputs = [o for c in code for o in c["outputs"]]
+    assert not [o for o in outputs if o["output_type"] == "error"], "no stored errors"
+    text = json.dumps([{k: v for k, v in o.items() if k != "data"} | {"text": o.get("data", {}).get("text/plain")}
+                       for o in outputs])
+    assert not MACHINE_PATHS.search(text), "outputs must not show paths of the machine that ran them"
+    assert not any("execution" in c["metadata"] for c in code), "strip per-cell execution timestamps"
+    assert path.stat().st_size < 2_000_000, "keep figures modest"
