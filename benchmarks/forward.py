@@ -19,16 +19,21 @@ import transformers
 import minibert
 
 
-def timed(fn, repeats, sync):
-    fn()  # warm-up: allocator, kernel selection
+def timed_pair(fns, repeats, sync):
+    """Median seconds of each function, timed in alternating rounds so that neither side gets the
+    machine's warm-up, turbo or a background job to itself."""
+    for fn in fns.values():  # warm-up: allocator, kernel selection, first-touch of weights
+        for _ in range(2):
+            fn()
     sync()
-    times = []
+    times = {name: [] for name in fns}
     for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        sync()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            sync()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def bench(preset, batch, seq, device, dtype, repeats):
@@ -46,16 +51,19 @@ def bench(preset, batch, seq, device, dtype, repeats):
     mask = torch.ones_like(ids)
     mask[: batch // 2, seq * 3 // 4:] = 0  # half the batch padded: the masked path is the common one
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    row = {}
-    for name, model in (("minibert", ours), ("transformers", theirs)):
+    models = {"minibert": ours, "transformers": theirs}
+
+    def infer(model):
         model.eval()
-        with torch.no_grad():
-            row[f"{name} infer"] = timed(lambda: model(input_ids=ids, attention_mask=mask), repeats, sync)
+        return torch.no_grad()(lambda: model(input_ids=ids, attention_mask=mask))
+
+    def train_step(model):
         model.train()
-        def step():
-            model(input_ids=ids, attention_mask=mask).last_hidden_state.float().pow(2).mean().backward()
-        row[f"{name} train"] = timed(step, repeats, sync)
-    return row
+        return lambda: model(input_ids=ids, attention_mask=mask).last_hidden_state.float().pow(2).mean().backward()
+
+    inference = timed_pair({name: infer(m) for name, m in models.items()}, repeats, sync)
+    training = timed_pair({name: train_step(m) for name, m in models.items()}, repeats, sync)
+    return inference, training
 
 
 def main():
@@ -75,10 +83,10 @@ def main():
     print("| preset | minibert infer (ms) | transformers infer (ms) | ratio | minibert train step (ms) | transformers train step (ms) | ratio |")
     print("|---|---|---|---|---|---|---|")
     for preset in args.presets:
-        r = bench(preset, args.batch, args.seq, args.device, dtype, args.repeats)
-        print(f"| {preset} | {r['minibert infer']*1e3:.1f} | {r['transformers infer']*1e3:.1f} | "
-              f"{r['minibert infer']/r['transformers infer']:.2f} | {r['minibert train']*1e3:.1f} | "
-              f"{r['transformers train']*1e3:.1f} | {r['minibert train']/r['transformers train']:.2f} |", flush=True)
+        inference, training = bench(preset, args.batch, args.seq, args.device, dtype, args.repeats)
+        cells = [f"{t['minibert'] * 1e3:.1f} | {t['transformers'] * 1e3:.1f} | {t['minibert'] / t['transformers']:.2f}"
+                 for t in (inference, training)]
+        print(f"| {preset} | {cells[0]} | {cells[1]} |", flush=True)
 
 
 if __name__ == "__main__":
