@@ -136,7 +136,8 @@ class PretrainedMixin:
             logger.warning("%s: newly initialised from scratch (not in %s): %s. Train this model on a "
                            "task before using its predictions.", cls.__name__, name_or_path, ", ".join(missing))
         if unexpected:
-            logger.info("%s: checkpoint weights not used by this model: %s", cls.__name__, ", ".join(unexpected))
+            logger.warning("%s: checkpoint weights not used by this model (expected when the checkpoint has "
+                           "heads this model lacks): %s", cls.__name__, ", ".join(unexpected))
         model.loading_info = {"missing_keys": missing, "unexpected_keys": unexpected}
         if dtype is not None:
             model.to(dtype)

@@ -165,3 +165,16 @@ def test_task_model_from_bare_encoder_reports_new_head(caplog):
     torch.testing.assert_close(model.bert.encoder.layer[5].output.dense.weight,
                                encoder.encoder.layer[5].output.dense.weight)
     assert model.classifier.out_features == 3
+
+
+def test_unused_checkpoint_weights_are_reported(tmp_path, caplog):
+    """A pre-training checkpoint loaded as a bare BertModel: the encoder loads, the heads are named."""
+    minibert.BertForPreTraining(minibert.BertConfig(**CONFIGS["small"])).save_pretrained(tmp_path)
+    with caplog.at_level("WARNING", logger="minibert"):
+        model = minibert.BertModel.from_pretrained(tmp_path)
+    assert model.loading_info["missing_keys"] == []
+    assert sorted(model.loading_info["unexpected_keys"]) == [
+        "cls.predictions.bias", "cls.predictions.transform.LayerNorm.bias",
+        "cls.predictions.transform.LayerNorm.weight", "cls.predictions.transform.dense.bias",
+        "cls.predictions.transform.dense.weight", "cls.seq_relationship.bias", "cls.seq_relationship.weight"]
+    assert "not used by this model" in caplog.text and "cls.seq_relationship.weight" in caplog.text
