@@ -61,6 +61,8 @@ def main(argv: list[str]) -> int:
     os.chdir(ROOT)
     if command == "lab":
         cmd = [str(BIN / "jupyter"), "lab", "notebooks", *extra]
+        if hasattr(os, "geteuid") and os.geteuid() == 0:  # a container or cloud VM: Jupyter refuses root otherwise
+            cmd.append("--allow-root")
     else:
         named_paths = any(Path(arg.split("::")[0]).exists() for arg in extra if not arg.startswith("-"))
         cmd = [str(PYTHON), "-m", "pytest", *([] if named_paths else ["tests", "notebooks"]), *NBVAL, *extra]
