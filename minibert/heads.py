@@ -44,22 +44,40 @@ class BertLMPredictionHead(nn.Module):
 
 
 class BertOnlyMLMHead(nn.Module):
+    """A container, so that parameter names match checkpoints: ``cls.predictions.*``."""
+
     def __init__(self, config: BertConfig):
         super().__init__()
         self.predictions = BertLMPredictionHead(config)
-
-    def forward(self, sequence_output: Tensor) -> Tensor:
-        return self.predictions(sequence_output)
 
 
 class BertPreTrainingHeads(nn.Module):
+    """A container for both pre-training heads: ``cls.predictions.*`` and ``cls.seq_relationship.*``."""
+
     def __init__(self, config: BertConfig):
         super().__init__()
         self.predictions = BertLMPredictionHead(config)
-        self.seq_relationship = nn.Linear(config.hidden_size, 2)
+        self.seq_relationship = nn.Linear(config.hidden_size, 2)  # IsNext / NotNext from the pooled [CLS]
 
-    def forward(self, sequence_output: Tensor, pooled_output: Tensor) -> tuple[Tensor, Tensor]:
-        return self.predictions(sequence_output), self.seq_relationship(pooled_output)
+
+def masked_lm(head: BertLMPredictionHead, sequence: Tensor, labels: Tensor | None,
+              training: bool) -> tuple[Tensor, Tensor | None]:
+    """MLM logits and the cross-entropy over the masked positions only (labels -100 elsewhere).
+
+    In training only the ~15% masked positions are scored, so the V-wide decoder runs only there:
+    for a small BERT the (B·T, H) × (H, V) decoder costs more than the whole encoder, and the loss
+    and gradients are the same. The logits are then (N_masked, V), in the order of
+    ``labels != -100``; in evaluation, or without labels, they are (B, T, V) as in transformers.
+    """
+    if labels is not None and training:
+        masked = labels != IGNORE_INDEX                    # (B, T)
+        logits = head(sequence[masked])                    # (N_masked, H) -> (N_masked, V)
+        return logits, F.cross_entropy(logits, labels[masked])
+    logits = head(sequence)                                # (B, T, V)
+    loss = None
+    if labels is not None:
+        loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)
+    return logits, loss
 
 
 def _tie_decoder(model: BertPreTrainedModel, head: BertLMPredictionHead) -> None:
@@ -82,11 +100,11 @@ class BertForPreTraining(BertPreTrainedModel):
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None,
                 next_sentence_label=None, output_attentions=False, output_hidden_states=False):
         out = self.bert(input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states)
-        mlm_logits, nsp_logits = self.cls(out.last_hidden_state, out.pooler_output)
+        nsp_logits = self.cls.seq_relationship(out.pooler_output)  # (B, 2)
+        mlm_logits, mlm_loss = masked_lm(self.cls.predictions, out.last_hidden_state, labels, self.training)
         loss = None
-        if labels is not None and next_sentence_label is not None:
-            loss = (F.cross_entropy(mlm_logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)
-                    + F.cross_entropy(nsp_logits, next_sentence_label.view(-1)))
+        if mlm_loss is not None and next_sentence_label is not None:
+            loss = mlm_loss + F.cross_entropy(nsp_logits, next_sentence_label.view(-1))
         return PreTrainingOutput(mlm_logits, nsp_logits, loss, out.hidden_states, out.attentions)
 
 
@@ -106,10 +124,7 @@ class BertForMaskedLM(BertPreTrainedModel):
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None,
                 output_attentions=False, output_hidden_states=False):
         out = self.bert(input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states)
-        logits = self.cls(out.last_hidden_state)  # (B, T, V)
-        loss = None
-        if labels is not None:
-            loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)
+        logits, loss = masked_lm(self.cls.predictions, out.last_hidden_state, labels, self.training)
         return TaskOutput(logits, loss, out.hidden_states, out.attentions)
 
 

@@ -20,7 +20,7 @@ class BaseModelOutput:
 
 @dataclass
 class PreTrainingOutput:
-    prediction_logits: Tensor                    # (B, T, V): masked-LM scores
+    prediction_logits: Tensor                    # (B, T, V): masked-LM scores; (N_masked, V) when training with labels
     seq_relationship_logits: Tensor              # (B, 2): 0 = B follows A, 1 = B is random
     loss: Tensor | None = None
     hidden_states: tuple[Tensor, ...] | None = None

@@ -156,3 +156,33 @@ def test_save_pretrained_is_atomic(tmp_path, monkeypatch):
         BertModel(BertConfig.from_preset("bert-tiny", vocab_size=100)).save_pretrained(tmp_path)
     assert (tmp_path / "model.safetensors").read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json", "model.safetensors"]
+
+
+@pytest.mark.parametrize("kind", ["BertForPreTraining", "BertForMaskedLM"])
+def test_mlm_decoder_at_masked_positions_only_gives_the_same_loss_and_gradients(kind):
+    """Training scores only the masked positions; loss and gradients equal the full (B, T, V) computation."""
+    torch.manual_seed(0)
+    cfg = BertConfig.from_preset("bert-tiny", vocab_size=300, hidden_dropout_prob=0.0,
+                                 attention_probs_dropout_prob=0.0)
+    model = getattr(minibert, kind)(cfg)
+    ids = torch.randint(5, 300, (3, 12))
+    labels = torch.full_like(ids, -100)
+    labels[0, [1, 4]] = ids[0, [1, 4]]
+    labels[2, 7] = 17
+    extra = {"next_sentence_label": torch.tensor([0, 1, 0])} if kind == "BertForPreTraining" else {}
+
+    def loss_and_grads(training):
+        model.zero_grad()
+        model.train(training)
+        out = model(ids, labels=labels, **extra)
+        out.loss.backward()
+        return out, {n: p.grad.clone() for n, p in model.named_parameters()}
+
+    sparse, sparse_grads = loss_and_grads(True)   # dropout is 0, so train and eval compute the same function
+    full, full_grads = loss_and_grads(False)
+    logits = getattr(sparse, "prediction_logits", None)
+    logits = sparse.logits if logits is None else logits
+    assert logits.shape == (3, cfg.vocab_size)    # only the 3 masked positions were decoded
+    torch.testing.assert_close(sparse.loss, full.loss)
+    for name in full_grads:
+        torch.testing.assert_close(sparse_grads[name], full_grads[name], msg=lambda m: f"{name}: {m}")
