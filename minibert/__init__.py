@@ -4,7 +4,9 @@ from .heads import (BertForMaskedLM, BertForPreTraining, BertForQuestionAnswerin
                     BertForSequenceClassification, BertForTokenClassification)
 from .model import BertModel
 from .tokenizer import BertTokenizer
+from .train import History, TrainConfig, Trainer
 
 __all__ = ["PRESETS", "BertConfig", "BertTokenizer", "BertModel", "BertForPreTraining", "BertForMaskedLM",
-           "BertForSequenceClassification", "BertForQuestionAnswering", "BertForTokenClassification"]
+           "BertForSequenceClassification", "BertForQuestionAnswering", "BertForTokenClassification",
+           "Trainer", "TrainConfig", "History"]
 __version__ = "0.1.0"

@@ -87,7 +87,7 @@ def normalize_keys(state: dict[str, torch.Tensor], has_prefix: bool) -> dict[str
     return out
 
 
-def _aliases(model: torch.nn.Module) -> dict[str, str]:
+def tied_aliases(model: torch.nn.Module) -> dict[str, str]:
     """Names that are a second name of a tensor already listed (the tied MLM decoder): name -> first name."""
     seen, aliases = {}, {}
     for name, tensor in model.state_dict(keep_vars=True).items():
@@ -116,7 +116,7 @@ class PretrainedMixin:
         if "cls.predictions.decoder.bias" in state:  # transformers' second name for cls.predictions.bias
             state.setdefault("cls.predictions.bias", state.pop("cls.predictions.decoder.bias"))
         expected = model.state_dict()
-        aliases = _aliases(model)
+        aliases = tied_aliases(model)
 
         mismatched = [f"{k}: checkpoint {tuple(v.shape)} vs model {tuple(expected[k].shape)}"
                       for k, v in state.items() if k in expected and v.shape != expected[k].shape]
@@ -147,7 +147,7 @@ class PretrainedMixin:
         """Write config.json + model.safetensors; each file appears whole or not at all."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        aliases = _aliases(self)
+        aliases = tied_aliases(self)
         state = {k: v.detach().contiguous() for k, v in self.state_dict().items() if k not in aliases}
         config = {**self.config.to_dict(), "architectures": [type(self).__name__]}
         with atomic_path(directory / "model.safetensors") as tmp:
