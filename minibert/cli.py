@@ -1,6 +1,7 @@
 """``minibert`` on the command line: one entry point for the course's chores.
 
     minibert data list | fetch [NAMES...]        fill data/ from the Hub or a mirror
+    minibert pretrain --out DIR [options]       pre-train a BERT (minibert pretrain --help)
     minibert release [--out release]            student versions of the notebooks (nbgrader)
     minibert autograde SUBMISSION_DIR           grade a folder of filled-in notebooks
 """
@@ -16,6 +17,14 @@ def main(argv: list[str] | None = None) -> int:
     if command == "data":
         from .data import main as run
         return run(rest) or 0
+    if command == "pretrain":
+        from .recipes import pretrain, pretrain_parser
+        try:
+            print(f"checkpoint: {pretrain(pretrain_parser().parse_args(rest))}")
+        except (ValueError, OSError) as e:  # bad settings, missing data or model: the message says what to do
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        return 0
     if command in ("release", "autograde"):
         from .grading import main as run
         return run([command, *rest]) or 0

@@ -1,0 +1,113 @@
+"""Recipes: whole runs from the command line, built from the library's pieces.
+
+``minibert pretrain`` is BERT's pre-training (Devlin et al. §3.1, §A.2) at any size: text →
+WordPiece → NSP/SOP pairs or packed sentences → dynamic 15% masking → `Trainer`. Every knob of the
+masking ablations (notebook 05) is a flag, and the output folder is a checkpoint that
+``BertForPreTraining.from_pretrained`` (or transformers) loads, with its tokenizer beside it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from .config import PRESETS, BertConfig
+from .heads import BertForMaskedLM, BertForPreTraining
+from .pretraining import MLMMasking, build_pretraining_data, load_documents
+from .tokenizer import BertTokenizer
+from .train import TrainConfig, Trainer
+
+DEFAULT_TOKENIZER = "sentence-transformers/all-MiniLM-L6-v2"  # the bert-base-uncased vocabulary
+
+
+def pretrain_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    p = parser or argparse.ArgumentParser(prog="minibert pretrain")
+    p.description = "Pre-train a BERT with masked LM (+ NSP or SOP) on a text corpus."
+    p.epilog = ("example (CPU, ~10 minutes): minibert pretrain --preset bert-mini --vocab-size 8000 "
+                "--time-budget 600 --out runs/bert-mini")
+    add = p.add_argument
+    add("--out", required=True, help="output folder: checkpoints (step-N/), the tokenizer, history.json, recipe.json")
+    add("--preset", default="bert-tiny", choices=list(PRESETS), help="model size (default: bert-tiny)")
+    add("--corpus", nargs="+", default=["wikitext2_raw/wiki.valid.raw"],
+        help="training text: dataset names of minibert.data (wikitext2_raw, gutenberg, state_union, ...), "
+             "DATASET/FILE, or paths to .txt files / folders (default: wikitext2_raw/wiki.valid.raw)")
+    add("--eval-corpus", nargs="*", default=["wikitext2_raw/wiki.test.raw"],
+        help="held-out text for evaluation, same forms (default: wikitext2_raw/wiki.test.raw; none to skip)")
+    add("--tokenizer", default=DEFAULT_TOKENIZER, help="a Hub id or folder with vocab.txt/tokenizer.json")
+    add("--vocab-size", type=int, help="train a new WordPiece vocabulary of this size on --corpus instead")
+    add("--objective", default="nsp", choices=["nsp", "sop", "none"],
+        help="nsp: BERT (MLM + next sentence); sop: ALBERT (sentence order); none: RoBERTa (MLM on packed sentences)")
+    add("--max-seq-len", type=int, default=128, help="tokens per example, [CLS] and [SEP]s included (default 128)")
+    add("--mlm-probability", type=float, default=0.15, help="fraction of tokens to predict (default 0.15)")
+    add("--mask-same-rnd", type=float, nargs=3, default=(0.8, 0.1, 0.1), metavar=("MASK", "SAME", "RND"),
+        help="of the predicted tokens: fraction replaced by [MASK], kept, replaced by a random token (default 0.8 0.1 0.1)")
+    add("--whole-word", action="store_true", help="mask all pieces of a word together")
+    add("--static-masking", action="store_true", help="mask once up front (BERT) instead of in every batch (RoBERTa)")
+    add("--steps", type=int, default=1000, help="optimizer updates (default 1000)")
+    add("--time-budget", type=float, help="stop (and save) after this many seconds; --resume goes on")
+    add("--batch-size", type=int, default=32, help="examples per micro-batch and process (default 32)")
+    add("--grad-accum", type=int, default=1, help="micro-batches per update")
+    add("--lr", type=float, default=5e-4, help="peak learning rate (default 5e-4: small models take more than BERT-base's 1e-4)")
+    add("--warmup-ratio", type=float, default=0.1, help="fraction of --steps of linear warmup (default 0.1)")
+    add("--eval-every", type=int, help="evaluate every N steps (default: at the end)")
+    add("--precision", default="auto", choices=["auto", "bf16", "fp16", "fp32"],
+        help="auto: bf16 on CUDA, fp32 on CPU (default auto)")
+    add("--compile", action="store_true", help="torch.compile the model (GPU)")
+    add("--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:1, mps")
+    add("--seed", type=int, default=0, help="seed of the data, the masks and the initial weights (default 0)")
+    add("--resume", action="store_true", help="go on from the latest checkpoint in --out")
+    return p
+
+
+def pretrain(args: argparse.Namespace) -> Path:
+    """Run the recipe; returns the folder of the final checkpoint."""
+    out = Path(args.out)
+    tokenizer_dir = out / "tokenizer"
+    if args.resume and tokenizer_dir.exists():
+        tokenizer = BertTokenizer.from_pretrained(tokenizer_dir)  # the vocabulary the checkpoint was trained with
+    elif args.vocab_size:
+        tokenizer = BertTokenizer.train(
+            [" ".join(sentences) for sentences in load_documents(args.corpus)], vocab_size=args.vocab_size)
+    else:
+        tokenizer = BertTokenizer.from_pretrained(args.tokenizer)
+    masking = MLMMasking(tokenizer, args.mlm_probability, tuple(args.mask_same_rnd), whole_word=args.whole_word)
+    data = dict(objective=args.objective, max_seq_len=args.max_seq_len, masking=masking,
+                static_masking=args.static_masking, seed=args.seed)
+    train_data = build_pretraining_data(tokenizer, args.corpus, **data)
+    eval_data = build_pretraining_data(tokenizer, args.eval_corpus, **data) if args.eval_corpus else None
+
+    config = BertConfig.from_preset(args.preset, vocab_size=tokenizer.vocab_size,
+                                    max_position_embeddings=max(512, args.max_seq_len))
+    model = (BertForMaskedLM if args.objective == "none" else BertForPreTraining)(config)
+    train_config = TrainConfig(
+        max_steps=args.steps, batch_size=args.batch_size, grad_accum_steps=args.grad_accum, lr=args.lr,
+        warmup_ratio=args.warmup_ratio, eval_every=args.eval_every, precision=args.precision,
+        compile=args.compile, device=args.device, out_dir=str(out), time_budget_s=args.time_budget, seed=args.seed)
+    trainer = Trainer(model, train_config, train_data, eval_data, collate_fn=train_data.collate,
+                      metrics_fn=pretraining_metrics)
+    tokenizer.save_pretrained(tokenizer_dir)
+    started = time.perf_counter()
+    history = trainer.fit(resume=args.resume)
+    if trainer.is_main:
+        recipe = {"command": "minibert pretrain", "args": {k: v for k, v in vars(args).items() if k != "func"},
+                  "train_examples": len(train_data), "eval_examples": len(eval_data or []),
+                  "parameters": sum(p.numel() for p in model.parameters()), "step": trainer.step,
+                  "seconds_this_run": round(time.perf_counter() - started, 1), "device": str(trainer.device),
+                  "precision": trainer.precision, "final": {k: v for k, v in history.records[-1].items()}}
+        (out / "recipe.json").write_text(json.dumps(recipe, indent=2, default=str) + "\n")
+    return out / f"step-{trainer.step:06d}"
+
+
+def pretraining_metrics(outputs, batch) -> dict[str, float]:
+    """MLM accuracy over the masked positions and, with NSP/SOP, next-sentence accuracy."""
+    logits = getattr(outputs, "prediction_logits", None)
+    logits = outputs.logits if logits is None else logits
+    masked = batch["labels"] != -100
+    predicted = logits.argmax(-1)
+    predicted = predicted[masked] if predicted.dim() == 2 else predicted  # eval: (B, T); training: (N_masked,)
+    metrics = {"mlm_accuracy": (predicted == batch["labels"][masked]).float().mean().item()}
+    if "next_sentence_label" in batch:
+        nsp = outputs.seq_relationship_logits.argmax(-1) == batch["next_sentence_label"]
+        metrics["nsp_accuracy"] = nsp.float().mean().item()
+    return metrics

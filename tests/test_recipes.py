@@ -1,0 +1,71 @@
+"""`minibert pretrain`: the command runs the whole recipe and leaves a checkpoint others can load."""
+import json
+import os
+
+import pytest
+import torch
+import transformers
+
+import minibert
+from minibert.cli import main
+from minibert.recipes import pretrain_parser
+
+pytestmark = pytest.mark.skipif(not os.environ.get("MINIBERT_DATA_MIRROR") and not os.environ.get("CI"),
+                                reason="needs the data mirror (MINIBERT_DATA_MIRROR)")
+
+
+@pytest.fixture(scope="module")
+def eval_text(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("eval")
+    (folder / "river.txt").write_text(
+        "The river rose after the storm. Farmers moved their animals to higher ground.\n\n"
+        "Nobody expected the bridge to hold. It did, and the town was grateful.\n")
+    (folder / "mill.txt").write_text(
+        "The old mill stood by the water. Its wheel had not turned in years.\n\n"
+        "Children played on the bank in summer. In winter the ice was thick.\n")
+    return str(folder)
+
+
+def run(out, *extra):
+    return main(["pretrain", "--out", str(out), "--vocab-size", "600", "--max-seq-len", "32",
+                 "--batch-size", "8", "--corpus", "gutenberg/blake-poems.txt", "gutenberg/shakespeare-caesar.txt", *extra])
+
+
+def test_pretrain_writes_a_checkpoint_that_both_libraries_load(tmp_path, eval_text, capsys):
+    torch.set_num_threads(1)
+    assert run(tmp_path / "run", "--steps", "6", "--eval-corpus", eval_text) == 0
+    assert f"checkpoint: {tmp_path / 'run' / 'step-000006'}" in capsys.readouterr().out
+    recipe = json.loads((tmp_path / "run" / "recipe.json").read_text())
+    assert recipe["step"] == 6 and recipe["args"]["mask_same_rnd"] == [0.8, 0.1, 0.1]
+    assert {"eval_loss", "eval_mlm_accuracy", "eval_nsp_accuracy"} <= set(recipe["final"])
+    ours = minibert.BertForPreTraining.from_pretrained(tmp_path / "run" / "step-000006")
+    theirs = transformers.BertForPreTraining.from_pretrained(tmp_path / "run" / "step-000006").eval()
+    tok = minibert.BertTokenizer.from_pretrained(tmp_path / "run" / "tokenizer")
+    assert ours.config.vocab_size == len(tok) <= 600
+    batch = dict(tok(["the tyger burns"], ["in the forests of the night"], return_tensors="pt"))
+    with torch.no_grad():
+        torch.testing.assert_close(ours(**batch).prediction_logits, theirs(**batch).prediction_logits,
+                                   atol=1e-5, rtol=0)
+
+
+def test_time_budget_then_resume_reaches_the_step_count(tmp_path, eval_text):
+    torch.set_num_threads(1)
+    out = tmp_path / "run"
+    run(out, "--steps", "8", "--time-budget", "1e-9", "--eval-corpus")  # out of time after the first step
+    first = sorted(p.name for p in out.glob("step-*"))
+    assert first == ["step-000001"]
+    run(out, "--steps", "8", "--eval-corpus", "--resume")
+    assert sorted(p.name for p in out.glob("step-*"))[-1] == "step-000008"
+
+
+def test_every_flag_is_documented():
+    parser = pretrain_parser()
+    undocumented = [a.dest for a in parser._actions if not a.help]
+    assert not undocumented, f"flags without help: {undocumented}"
+
+
+def test_bad_settings_are_one_line_errors(tmp_path, capsys):
+    assert run(tmp_path / "a", "--steps", "2", "--mask-same-rnd", "0.5", "0.5", "0.5") == 2
+    assert "error:" in capsys.readouterr().err
+    assert run(tmp_path / "b", "--steps", "2", "--corpus", "no_such_corpus") == 2
+    assert "no_such_corpus" in capsys.readouterr().err
