@@ -86,7 +86,8 @@ def pretrain(args: argparse.Namespace) -> Path:
         compile=args.compile, device=args.device, out_dir=str(out), time_budget_s=args.time_budget, seed=args.seed)
     trainer = Trainer(model, train_config, train_data, eval_data, collate_fn=train_data.collate,
                       metrics_fn=pretraining_metrics)
-    tokenizer.save_pretrained(tokenizer_dir)
+    if trainer.is_main:  # under torchrun every process built the same tokenizer; one writes it
+        tokenizer.save_pretrained(tokenizer_dir)
     started = time.perf_counter()
     history = trainer.fit(resume=args.resume)
     if trainer.is_main:
