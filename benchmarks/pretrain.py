@@ -98,8 +98,7 @@ def run(args):
     result = {name: {"tokens_per_s": tokens / statistics.median(t)} for name, t in times.items()}
     if args.only:  # alone in this process: its peak is the library's own
         result[args.only]["peak_memory_gib"] = (
-            torch.cuda.max_memory_allocated() / 2**30 if args.device == "cuda"
-            else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)
+            torch.cuda.max_memory_allocated() / 2**30 if args.device == "cuda" else peak_rss_gib())
     cfg = pair[next(iter(pair))].config
     n_params = sum(p.numel() for p in pair[next(iter(pair))].parameters())
     flops_per_token = 6 * n_params + 12 * cfg.num_hidden_layers * cfg.hidden_size * args.seq
@@ -107,6 +106,16 @@ def run(args):
     for name in times:
         result[name]["mfu"] = result[name]["tokens_per_s"] * flops_per_token / peak if peak else None
     return result
+
+
+def peak_rss_gib():
+    """This process's peak resident memory. Linux's VmHWM starts afresh with the process, whereas
+    ru_maxrss keeps the peak of the parent that forked it (here: one that ran both libraries)."""
+    try:
+        status = open("/proc/self/status").read()
+        return int(status.split("VmHWM:")[1].split()[0]) / 2**20  # kB -> GiB
+    except (OSError, IndexError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # kB on Linux, bytes on macOS
 
 
 def peak_memory_in_subprocesses(argv):
