@@ -41,16 +41,19 @@ def pretrain_parser(parser: argparse.ArgumentParser | None = None) -> argparse.A
     add("--max-seq-len", type=int, default=128, help="tokens per example, [CLS] and [SEP]s included (default 128)")
     add("--mlm-probability", type=float, default=0.15, help="fraction of tokens to predict (default 0.15)")
     add("--mask-same-rnd", type=float, nargs=3, default=(0.8, 0.1, 0.1), metavar=("MASK", "SAME", "RND"),
-        help="of the predicted tokens: fraction replaced by [MASK], kept, replaced by a random token (default 0.8 0.1 0.1)")
+        help="of the predicted tokens: fraction replaced by [MASK], kept, replaced by a random token "
+             "(default 0.8 0.1 0.1)")
     add("--whole-word", action="store_true", help="mask all pieces of a word together")
     add("--static-masking", action="store_true", help="mask once up front (BERT) instead of in every batch (RoBERTa)")
     add("--steps", type=int, default=1000, help="optimizer updates (default 1000)")
     add("--time-budget", type=float, help="stop (and save) after this many seconds; --resume goes on")
     add("--batch-size", type=int, default=32, help="examples per micro-batch and process (default 32)")
     add("--grad-accum", type=int, default=1, help="micro-batches per update")
-    add("--lr", type=float, default=5e-4, help="peak learning rate (default 5e-4: small models take more than BERT-base's 1e-4)")
+    add("--lr", type=float, default=5e-4,
+        help="peak learning rate (default 5e-4: small models take more than BERT-base's 1e-4)")
     add("--warmup-ratio", type=float, default=0.1, help="fraction of --steps of linear warmup (default 0.1)")
     add("--eval-every", type=int, help="evaluate every N steps (default: at the end)")
+    add("--save-every", type=int, help="write a checkpoint every N steps (default: at the end; the last 2 are kept)")
     add("--precision", default="auto", choices=["auto", "bf16", "fp16", "fp32"],
         help="auto: bf16 on CUDA, fp32 on CPU (default auto)")
     add("--compile", action="store_true", help="torch.compile the model (GPU)")
@@ -82,8 +85,9 @@ def pretrain(args: argparse.Namespace) -> Path:
     model = (BertForMaskedLM if args.objective == "none" else BertForPreTraining)(config)
     train_config = TrainConfig(
         max_steps=args.steps, batch_size=args.batch_size, grad_accum_steps=args.grad_accum, lr=args.lr,
-        warmup_ratio=args.warmup_ratio, eval_every=args.eval_every, precision=args.precision,
-        compile=args.compile, device=args.device, out_dir=str(out), time_budget_s=args.time_budget, seed=args.seed)
+        warmup_ratio=args.warmup_ratio, eval_every=args.eval_every, save_every=args.save_every,
+        precision=args.precision, compile=args.compile, device=args.device, out_dir=str(out),
+        time_budget_s=args.time_budget, seed=args.seed)
     trainer = Trainer(model, train_config, train_data, eval_data, collate_fn=train_data.collate,
                       metrics_fn=pretraining_metrics)
     if trainer.is_main:  # under torchrun every process built the same tokenizer; one writes it
