@@ -1,0 +1,174 @@
+"""Attention pictures: heatmap, lines and grid draw what the model computed; the explorer redraws in place.
+
+A small random BERT and a vocabulary of a few words keep these fast; what the pictures show is read
+back from the matplotlib artists and compared with the model's attention.
+"""
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from minibert import BertConfig, BertModel, BertTokenizer  # noqa: E402
+from minibert.viz import (AttentionExplorer, attention_for, plot_attention, plot_attention_grid,  # noqa: E402
+                          plot_attention_lines, stack_attentions)
+
+WORDS = "the cat sat on mat dog ran in park it was tired because .".split()
+SENTENCE = "the cat sat on the mat"
+TOKENS = ["[CLS]", "the", "cat", "sat", "on", "the", "mat", "[SEP]"]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return BertTokenizer({t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS)})
+
+
+@pytest.fixture(scope="module")
+def model(tokenizer):
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
+                        intermediate_size=64, max_position_embeddings=16, initializer_range=0.5)
+    return BertModel(config)  # a wide initialisation: peaked attention, so pictures differ between heads
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def test_attention_for_returns_one_sentence_per_layer_and_head(model, tokenizer):
+    model.train()
+    sample = attention_for(model, tokenizer, SENTENCE)
+    assert model.training, "the model's mode is restored after the dropout-free run"
+    assert sample.tokens == TOKENS and sample.sentence_b_start is None
+    assert sample.attentions.shape == (3, 4, 8, 8)
+    torch.testing.assert_close(sample.attentions.sum(-1), torch.ones(3, 4, 8))
+    pair = attention_for(model, tokenizer, "the cat sat", "it was tired")
+    assert pair.tokens[pair.sentence_b_start - 1:] == ["[SEP]", "it", "was", "tired", "[SEP]"]
+
+
+def test_attention_for_refuses_text_longer_than_the_model_reads(model, tokenizer):
+    with pytest.raises(ValueError, match=r"18 tokens long .* at most 16; shorten it"):
+        attention_for(model, tokenizer, " ".join(["the"] * 16))
+
+
+def test_stack_attentions_accepts_model_outputs_and_says_what_is_wrong(model, tokenizer):
+    enc = tokenizer([SENTENCE, SENTENCE], return_tensors="pt")
+    with torch.no_grad():
+        out = model(**enc, output_attentions=True)
+    one = [a[:1] for a in out.attentions]
+    assert stack_attentions(one, TOKENS).shape == (3, 4, 8, 8)
+    assert torch.equal(stack_attentions(stack_attentions(one)), stack_attentions(one))
+    with pytest.raises(ValueError, match="batch of 2 sequences; pick one"):
+        stack_attentions(out.attentions)
+    with pytest.raises(ValueError, match="covers 8 positions but 7 tokens were given"):
+        stack_attentions(one, TOKENS[:-1])
+    with pytest.raises(ValueError, match="output_attentions=True"):
+        stack_attentions(())
+
+
+def test_plot_attention_keeps_notebook_02s_signature():
+    weights = torch.softmax(torch.randn(3, 4), -1)
+    image = plot_attention(weights, list("abc"), list("wxyz"), title="t", annotate=True)
+    ax = image.axes
+    assert [t.get_text() for t in ax.get_yticklabels()] == list("abc")
+    assert [t.get_text() for t in ax.get_xticklabels()] == list("wxyz")
+    assert ax.get_title() == "t" and image.get_clim() == (0, 1)
+
+
+def test_lines_view_draws_each_query_key_pair_with_its_weight(model, tokenizer):
+    weights = attention_for(model, tokenizer, SENTENCE).attentions[1, 2]
+    lines = plot_attention_lines(weights, TOKENS, TOKENS, title="layer 1, head 2")
+    segments = lines.get_segments()
+    assert len(segments) == 64
+    assert segments[8 * 3 + 5].tolist() == [[0, 3], [1, 5]]  # query 3 (left) -> key 5 (right)
+    torch.testing.assert_close(torch.tensor(lines.get_colors()[:, 3]).float(), weights.flatten())
+    texts = [t.get_text() for t in lines.axes.texts]
+    assert texts.count("mat") == 2 and "query" in texts and "key" in texts
+    assert lines.axes.get_title() == "layer 1, head 2"
+    with pytest.raises(ValueError, match=r"shape \(7, 8\) for the tokens given, got \(8, 8\)"):
+        plot_attention_lines(weights, TOKENS[:-1], TOKENS)
+
+
+def test_grid_has_one_thumbnail_per_layer_and_head(model, tokenizer):
+    sample = attention_for(model, tokenizer, SENTENCE)
+    fig = plot_attention_grid(sample.attentions, title="the cat sat")
+    thumbnails = [ax for ax in fig.axes if ax.images]
+    assert len(thumbnails) == 3 * 4 and len(fig.axes) == 3 * 4 + 1  # + the colorbar
+    assert fig.get_suptitle() == "the cat sat"
+    assert [ax.get_title() for ax in thumbnails[:4]] == ["head 0", "head 1", "head 2", "head 3"]
+    assert [thumbnails[4 * r].get_ylabel() for r in range(3)] == ["layer 0", "layer 1", "layer 2"]
+    picked = plot_attention_grid(sample.attentions, layers=[2], heads=[3, 1])
+    shown = [ax.images[0].get_array() for ax in picked.axes if ax.images]
+    assert torch.equal(torch.tensor(shown[0]), sample.attentions[2, 3])
+    assert torch.equal(torch.tensor(shown[1]), sample.attentions[2, 1])
+    with pytest.raises(ValueError, match="layer 3 is out of range: the model has 3 layers, numbered 0 to 2"):
+        plot_attention_grid(sample.attentions, layers=[3])
+
+
+def drawn(explorer):
+    """What the explorer's figure shows: title, tokens (query side) and the matrix or the lines."""
+    ax = explorer.figure.axes[0]
+    if ax.images:
+        return ax.get_title(), [t.get_text() for t in ax.get_yticklabels()], torch.tensor(ax.images[0].get_array())
+    lines = ax.collections[0]
+    T = len(explorer.sample.tokens)
+    tokens = [t.get_text() for t in ax.texts][:T]
+    return ax.get_title(), tokens, torch.tensor(lines.get_colors()[:, 3]).float().view(T, T)
+
+
+def test_explorer_redraws_in_place_with_the_chosen_layer_head_and_sentence(model, tokenizer):
+    figures = plt.get_fignums()
+    explorer = AttentionExplorer(model, tokenizer, SENTENCE, layer=1, head=2)
+    expected = attention_for(model, tokenizer, SENTENCE).attentions
+    title, tokens, weights = drawn(explorer)
+    assert (explorer.redraws, title, tokens) == (1, "layer 1, head 2", TOKENS)
+    torch.testing.assert_close(weights, expected[1, 2])
+    first_png = bytes(explorer.image.value)
+    assert first_png.startswith(b"\x89PNG")
+
+    explorer.layer.value = 2
+    title, _, weights = drawn(explorer)
+    assert (explorer.redraws, title) == (2, "layer 2, head 2")
+    torch.testing.assert_close(weights, expected[2, 2])
+    explorer.head.value = 0
+    title, _, weights = drawn(explorer)
+    assert (explorer.redraws, title) == (3, "layer 2, head 0")
+    torch.testing.assert_close(weights, expected[2, 0])
+    assert bytes(explorer.image.value) != first_png
+
+    explorer.text.value = "the dog ran in the park"
+    title, tokens, weights = drawn(explorer)
+    assert explorer.redraws == 4 and tokens == ["[CLS]", "the", "dog", "ran", "in", "the", "park", "[SEP]"]
+    torch.testing.assert_close(weights, attention_for(model, tokenizer, "the dog ran in the park").attentions[2, 0])
+
+    explorer.view.value = "lines"
+    title, tokens, weights = drawn(explorer)
+    assert (explorer.redraws, title, tokens[2]) == (5, "layer 2, head 0", "dog")
+    torch.testing.assert_close(weights, explorer.sample.attentions[2, 0])
+    assert len(explorer.figure.axes) == 1, "the lines replace the heatmap and its colorbar"
+    assert plt.get_fignums() == figures, "no pyplot figure is opened, so nothing is appended below the widget"
+    bundle = explorer._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+
+
+def test_explorer_reports_a_sentence_too_long_and_keeps_the_picture(model, tokenizer):
+    explorer = AttentionExplorer(model, tokenizer, SENTENCE)
+    explorer.text.value = " ".join(["the"] * 20)
+    assert explorer.redraws == 1 and explorer.sample.tokens == TOKENS
+    assert "22 tokens long" in explorer.status.value and "shorten it" in explorer.status.value
+    explorer.text.value = "the cat"
+    assert explorer.status.value == "" and explorer.redraws == 2
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"layer": 3}, "layer 3 is out of range: the model has 3 layers, numbered 0 to 2"),
+    ({"head": -1}, "head -1 is out of range: the model has 4 heads, numbered 0 to 3"),
+    ({"view": "bars"}, r"view must be one of \('heatmap', 'lines'\)"),
+])
+def test_explorer_rejects_bad_choices(model, tokenizer, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        AttentionExplorer(model, tokenizer, SENTENCE, **kwargs)
