@@ -227,7 +227,8 @@ class BertTokenizer:
     def __call__(self, text, text_pair=None, *, add_special_tokens: bool = True, padding=False,
                  truncation=False, max_length: int | None = None, is_split_into_words: bool = False,
                  return_tensors: str | None = None, return_offsets_mapping: bool = False,
-                 return_special_tokens_mask: bool = False) -> BatchEncoding:
+                 return_special_tokens_mask: bool = False, stride: int = 0,
+                 return_overflowing_tokens: bool = False) -> BatchEncoding:
         """Encode one text (a str) or a batch (a list of str), optionally with a second segment.
 
         Returns ``input_ids``, ``token_type_ids`` (the segment, 0 for A and 1 for B) and
@@ -237,6 +238,12 @@ class BertTokenizer:
         ``truncation=True`` cuts to ``max_length`` (default ``model_max_length``), taking tokens
         from the longer segment of a pair first. ``is_split_into_words``: each text is a list of
         words (as in tagging data); ``enc.word_ids()`` then maps tokens back to those words.
+
+        ``return_overflowing_tokens=True`` keeps what truncation cuts off, as more windows of at most
+        ``max_length`` tokens, each overlapping the one before by ``stride`` tokens: how a long
+        SQuAD context is read (``truncation="only_second"`` cuts only the context and repeats the
+        question in every window). The output is then a batch of windows, even for one text, and
+        ``overflow_to_sample_mapping`` gives the input each window came from.
         """
         batch, batched = _as_batch(text, "text", is_split_into_words)
         if text_pair is not None:
@@ -254,16 +261,22 @@ class BertTokenizer:
                              f"got {return_tensors!r}")
         if max_length is not None and (not isinstance(max_length, int) or max_length < 1):
             raise ValueError(f"max_length must be a positive int or None, got {max_length!r}")
+        if not isinstance(stride, int) or stride < 0:
+            raise ValueError(f"stride must be an int >= 0 (tokens shared by neighbouring windows), got {stride!r}")
         truncate = truncation not in (False, "do_not_truncate")
         length = max_length or self.model_max_length
         tok = self.backend_tokenizer
         n_special = tok.num_special_tokens_to_add(text_pair is not None) if add_special_tokens else 0
         if truncate and length <= n_special:
             raise ValueError(f"max_length={length} leaves no room for text beside the {n_special} special tokens")
+        if truncate and stride:
+            self._check_stride(batch, text_pair is not None, truncation, length - n_special, stride,
+                               is_split_into_words)
 
         try:  # the backend keeps these settings, so they are set for this call only
             if truncate:
-                tok.enable_truncation(length, strategy="longest_first" if truncation is True else truncation)
+                tok.enable_truncation(length, stride=stride,
+                                      strategy="longest_first" if truncation is True else truncation)
             if padding not in (False, "do_not_pad"):
                 tok.enable_padding(pad_id=self.pad_token_id, pad_token=self.pad_token,
                                    length=length if padding == "max_length" else None)
@@ -272,6 +285,9 @@ class BertTokenizer:
         finally:
             tok.no_truncation()
             tok.no_padding()
+        if return_overflowing_tokens:  # each input's windows follow it: [e, *e.overflowing]
+            sample_of_window = [i for i, e in enumerate(encodings) for _ in range(1 + len(e.overflowing))]
+            encodings = [window for e in encodings for window in (e, *e.overflowing)]
 
         longest = max(sum(e.attention_mask) for e in encodings)
         if not truncate and longest > self.model_max_length:
@@ -284,15 +300,37 @@ class BertTokenizer:
             data["offset_mapping"] = [e.offsets for e in encodings]
         if return_special_tokens_mask:
             data["special_tokens_mask"] = [e.special_tokens_mask for e in encodings]
+        if return_overflowing_tokens:
+            data["overflow_to_sample_mapping"] = sample_of_window
         if return_tensors == "pt":
             lengths = {len(ids) for ids in data["input_ids"]}
             if len(lengths) > 1:
                 raise ValueError(f"the sequences have different lengths ({min(lengths)} to {max(lengths)} tokens), "
                                  "so they do not stack into one tensor; pass padding=True to pad them")
             data = {key: torch.tensor(value) for key, value in data.items()}
-        elif not batched:
+        elif not batched and not return_overflowing_tokens:
             data = {key: value[0] for key, value in data.items()}
         return BatchEncoding(data, encodings)
+
+    def _check_stride(self, batch: list, is_pair: bool, truncation, room: int, stride: int,
+                      is_split_into_words: bool) -> None:
+        """Fail with a message where the backend would abort: every window must move on by at least one token.
+
+        ``room`` is what ``max_length`` leaves beside the special tokens; with ``only_first`` /
+        ``only_second`` the segment that is kept whole (the question) takes its share of it too.
+        """
+        kept = ""
+        if is_pair and truncation in ("only_first", "only_second"):
+            whole = [pair[1] if truncation == "only_first" else pair[0] for pair in batch]
+            encodings = self.backend_tokenizer.encode_batch(whole, is_pretokenized=is_split_into_words,
+                                                            add_special_tokens=False)
+            longest = max(len(e.ids) for e in encodings)
+            room -= longest
+            kept = f" and the {longest} tokens of the longest {'text_pair' if truncation == 'only_first' else 'text'}"
+        if stride >= room:
+            raise ValueError(f"stride={stride} must be smaller than the {max(room, 0)} tokens a window has for the "
+                             f"truncated text (max_length minus the special tokens{kept}); lower stride or raise "
+                             "max_length")
 
     def encode(self, text, text_pair=None, **kwargs) -> list[int]:
         """Just the ``input_ids`` of `__call__`."""

@@ -380,3 +380,54 @@ def test_loading_errors_say_what_was_tried(tmp_path, hub_dir):
         BertTokenizer({"[PAD]": 0, "[UNK]": 1, "[SEP]": 2, "a": 3})
     with pytest.raises(TypeError, match="wrap it in a list"):
         BertTokenizer.train("a single sentence, not a list", vocab_size=100)
+
+
+# --- overflowing windows with a stride (SQuAD's long contexts) ---------------------------------------
+@pytest.fixture(scope="module")
+def squad_pairs(mirror):
+    """(question, context) pairs from SQuAD v1.1 dev, the longest contexts first, so most overflow."""
+    squad = json.loads((mirror / "squad_v1.1" / "dev-v1.1.json").read_text(encoding="utf-8"))
+    pairs = [(qa["question"], paragraph["context"]) for article in squad["data"]
+             for paragraph in article["paragraphs"] for qa in paragraph["qas"][:1]]
+    return sorted(pairs, key=lambda pair: -len(pair[1]))[:150] + pairs[::40]
+
+
+OVERFLOW_KEYS = KEYS[:4] + ["overflow_to_sample_mapping"]
+
+
+@pytest.mark.parametrize("max_length, stride", [(384, 128), (128, 32), (64, 0), (48, 7)])
+def test_overflowing_windows_match_transformers(ours, fast, squad_pairs, max_length, stride):
+    questions, contexts = map(list, zip(*squad_pairs))
+    kwargs = dict(truncation="only_second", max_length=max_length, stride=stride, return_overflowing_tokens=True,
+                  return_offsets_mapping=True)
+    enc = ours(questions, contexts, **kwargs)
+    assert_same(enc, fast(questions, contexts, **kwargs), OVERFLOW_KEYS)
+    assert len(enc.input_ids) > len(squad_pairs)  # contexts did overflow
+    assert max(map(len, enc.input_ids)) == max_length
+    assert enc.tokens(1)[0] == "[CLS]" and len(enc.encodings) == len(enc.input_ids)
+    padded = dict(kwargs, padding="max_length", return_tensors="pt")
+    assert_same(ours(questions[:20], contexts[:20], **padded), fast(questions[:20], contexts[:20], **padded),
+                OVERFLOW_KEYS)
+
+
+def test_one_pair_with_overflow_stays_a_batch_of_windows(ours, fast, squad_pairs):
+    question, context = squad_pairs[0]
+    kwargs = dict(truncation="only_second", max_length=64, stride=16, return_overflowing_tokens=True)
+    enc = ours(question, context, **kwargs)
+    assert_same(enc, fast(question, context, **kwargs), KEYS[:3] + ["overflow_to_sample_mapping"])
+    assert isinstance(enc.input_ids[0], list) and set(enc.overflow_to_sample_mapping) == {0}
+    # the stride alone changes nothing without return_overflowing_tokens: one truncated sequence
+    assert ours(question, context, truncation="only_second", max_length=64, stride=16).input_ids == enc.input_ids[0]
+    single = dict(truncation=True, max_length=16, stride=4, return_overflowing_tokens=True)
+    assert_same(ours(context, **single), fast(context, **single), KEYS[:3] + ["overflow_to_sample_mapping"])
+
+
+def test_stride_too_large_is_explained(ours, fast):
+    question, context = PAIRS[1]  # a 4-token question: max_length=16 leaves 16 - 3 - 4 = 9 context tokens
+    ours(question, context, truncation="only_second", max_length=16, stride=8, return_overflowing_tokens=True)
+    with pytest.raises(ValueError, match=r"stride=9 must be smaller than the 9 tokens.*longest text"):
+        ours(question, context, truncation="only_second", max_length=16, stride=9, return_overflowing_tokens=True)
+    with pytest.raises(ValueError, match=r"stride=13 must be smaller than the 13 tokens"):
+        ours(context, truncation=True, max_length=15, stride=13, return_overflowing_tokens=True)
+    with pytest.raises(ValueError, match="stride must be an int >= 0"):
+        ours(question, context, truncation="only_second", stride=-1)
