@@ -2,10 +2,22 @@
 
     minibert data list | fetch [NAMES...]        fill data/ from the Hub or a mirror
     minibert pretrain --out DIR [options]       pre-train a BERT (minibert pretrain --help)
+    minibert export RUN --out DIR              a pretrain run as a shareable fp16 model folder
+    minibert finetune TASK --model M --out DIR  fine-tune on sst2, squad or pos (minibert finetune --help)
+    minibert evaluate TASK --model DIR          score a fine-tuned model on its held-out data
+    minibert experiment masking --out FILE      the masking ablation of notebook 05
     minibert release [--out release]            student versions of the notebooks (nbgrader)
     minibert autograde SUBMISSION_DIR           grade a folder of filled-in notebooks
 """
+import importlib
+import shlex
 import sys
+
+# command -> (module, function, its argparse parser, what to call the path it returns when printing it)
+RECIPES = {"pretrain": ("recipes", "pretrain", "pretrain_parser", "checkpoint"),
+           "export": ("recipes", "export", "export_parser", "model"),
+           "finetune": ("finetune", "finetune", "finetune_parser", None),
+           "evaluate": ("finetune", "evaluate", "evaluate_parser", None)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -17,19 +29,35 @@ def main(argv: list[str] | None = None) -> int:
     if command == "data":
         from .data import main as run
         return run(rest) or 0
-    if command == "pretrain":
-        from .recipes import pretrain, pretrain_parser
-        try:
-            print(f"checkpoint: {pretrain(pretrain_parser().parse_args(rest))}")
-        except (ValueError, OSError) as e:  # bad settings, missing data or model: the message says what to do
-            print(f"error: {e}", file=sys.stderr)
+    if command in RECIPES:
+        module, function, parser, label = RECIPES[command]
+        module = importlib.import_module(f".{module}", __package__)
+        return _run(lambda: getattr(module, function)(getattr(module, parser)().parse_args(rest)), label)
+    if command == "experiment":
+        if rest[:1] != ["masking"]:
+            print("usage: minibert experiment masking --out FILE [options] (the only experiment so far; "
+                  "see minibert experiment masking --help)", file=sys.stderr)
             return 2
-        return 0
+        from .ablation import experiment, experiment_parser
+        command_line = shlex.join(["minibert", "experiment", *rest])  # stored with the results
+        return _run(lambda: experiment(experiment_parser().parse_args(rest[1:]), command=command_line), None)
     if command in ("release", "autograde"):
         from .grading import main as run
         return run([command, *rest]) or 0
     print(f"unknown command {command!r}\n{__doc__}", file=sys.stderr)
     return 2
+
+
+def _run(recipe, label) -> int:
+    """Run a recipe; bad settings, missing data or models end in one line that says what to do."""
+    try:
+        result = recipe()
+    except (ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if label:
+        print(f"{label}: {result}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@ import json
 import time
 from pathlib import Path
 
+import torch.nn.functional as F
+
 from .config import PRESETS, BertConfig
 from .heads import BertForMaskedLM, BertForPreTraining
 from .pretraining import MLMMasking, build_pretraining_data, load_documents
@@ -105,14 +107,96 @@ def pretrain(args: argparse.Namespace) -> Path:
 
 
 def pretraining_metrics(outputs, batch) -> dict[str, float]:
-    """MLM accuracy over the masked positions and, with NSP/SOP, next-sentence accuracy."""
+    """MLM loss and accuracy over the masked positions and, with NSP/SOP, that task's loss and accuracy.
+
+    The model's own loss is their sum; apart, they show which objective is learning.
+    """
     logits = getattr(outputs, "prediction_logits", None)
     logits = outputs.logits if logits is None else logits
-    masked = batch["labels"] != -100
-    predicted = logits.argmax(-1)
-    predicted = predicted[masked] if predicted.dim() == 2 else predicted  # eval: (B, T); training: (N_masked,)
-    metrics = {"mlm_accuracy": (predicted == batch["labels"][masked]).float().mean().item()}
+    labels = batch["labels"]
+    masked = labels != -100
+    if logits.dim() == 3:  # eval: (B, T, V) over every position; training: (N_masked, V) already
+        logits = logits[masked]
+    targets = labels[masked]
+    metrics = {"mlm_loss": F.cross_entropy(logits.float(), targets).item(),
+               "mlm_accuracy": (logits.argmax(-1) == targets).float().mean().item()}
     if "next_sentence_label" in batch:
-        nsp = outputs.seq_relationship_logits.argmax(-1) == batch["next_sentence_label"]
-        metrics["nsp_accuracy"] = nsp.float().mean().item()
+        nsp_logits, nsp_labels = outputs.seq_relationship_logits.float(), batch["next_sentence_label"]
+        metrics["nsp_loss"] = F.cross_entropy(nsp_logits, nsp_labels).item()
+        metrics["nsp_accuracy"] = (nsp_logits.argmax(-1) == nsp_labels).float().mean().item()
     return metrics
+
+
+def export_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    p = parser or argparse.ArgumentParser(prog="minibert export")
+    p.description = ("Turn a `minibert pretrain` run into a model folder to share: the latest checkpoint's weights "
+                     "(fp16 by default, half the size), its tokenizer, recipe and history, and a model card with "
+                     "the held-out MLM and NSP figures measured on the exported weights.")
+    p.add_argument("run", help="the --out folder of minibert pretrain")
+    p.add_argument("--out", required=True, help="folder to write (config.json, model.safetensors, vocab.txt, README.md, ...)")
+    p.add_argument("--dtype", default="fp16", choices=["fp16", "bf16", "fp32"], help="weights' precision (default fp16)")
+    return p
+
+
+def export(args: argparse.Namespace) -> Path:
+    """Write the shareable model folder; returns it."""
+    import shutil
+
+    import torch
+
+    from .train import find_checkpoints
+
+    run, out = Path(args.run), Path(args.out)
+    checkpoints = find_checkpoints(run)
+    if not checkpoints or not (run / "recipe.json").exists():
+        raise FileNotFoundError(f"{run} holds no finished minibert pretrain run (step-N/ and recipe.json)")
+    recipe = json.loads((run / "recipe.json").read_text())
+    model_class = BertForMaskedLM if recipe["args"]["objective"] == "none" else BertForPreTraining
+    model = model_class.from_pretrained(checkpoints[-1])
+    model.to({"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[args.dtype]).save_pretrained(out)
+    tokenizer = BertTokenizer.from_pretrained(run / "tokenizer")
+    tokenizer.save_pretrained(out)
+    for name in ("recipe.json", "history.json"):
+        shutil.copyfile(run / name, out / name)
+
+    # What a user of the folder gets: its own weights, loaded back in fp32, on the recipe's held-out text.
+    a = recipe["args"]
+    reloaded = model_class.from_pretrained(out)
+    masking = MLMMasking(tokenizer, a["mlm_probability"], tuple(a["mask_same_rnd"]), whole_word=a["whole_word"])
+    eval_data = build_pretraining_data(tokenizer, a["eval_corpus"], a["objective"], a["max_seq_len"],
+                                       masking=masking, seed=a["seed"])
+    trainer = Trainer(reloaded, TrainConfig(max_steps=1, batch_size=min(32, len(eval_data)), device="cpu",
+                                            progress=False, seed=a["seed"]),
+                      eval_data, eval_data, collate_fn=eval_data.collate, metrics_fn=pretraining_metrics)
+    held_out = trainer.evaluate()
+    (out / "held_out.json").write_text(json.dumps(held_out, indent=2) + "\n")
+    size_mb = (out / "model.safetensors").stat().st_size / 2**20
+    flags = [f"--{k.replace('_', '-')}" + ("" if v is True else " " + (" ".join(map(str, v)) if isinstance(v, list) else str(v)))
+             for k, v in a.items() if v not in (None, False) and k not in ("func", "resume", "out")]
+    pretrain_command = " \\\n    ".join(["minibert pretrain " + " ".join(flags), f"--out {run.as_posix()}"])
+    card = f"""# {out.name}
+
+A {a['preset']} ({recipe['parameters']:,} parameters) pre-trained from scratch by the course's own recipe,
+so that the notebooks have a masked-LM model that works offline. Weights in {args.dtype}
+({size_mb:.1f} MB); `BertForPreTraining.from_pretrained` (minibert or transformers) loads them.
+
+## Recipe
+```
+{pretrain_command}
+minibert export {run.as_posix()} --out {out.as_posix()} --dtype {args.dtype}
+```
+Training text: {', '.join(a['corpus'])} ({recipe['train_examples']:,} sequence pairs of up to {a['max_seq_len']} tokens);
+held-out text: {', '.join(a['eval_corpus'])}. Objective: MLM ({a['mlm_probability']:.0%}, MASK/SAME/RND
+{'/'.join(f'{x:.0%}' for x in a['mask_same_rnd'])}) + {a['objective'].upper()}. {recipe['step']:,} steps of
+{a['batch_size']} sequences, peak learning rate {a['lr']:g}, on {recipe['device']} in {recipe['precision']}:
+{recipe['seconds_this_run'] / 60:.0f} minutes (of the last `minibert pretrain` call, if the run was resumed).
+
+## Held-out figures (the exported weights, loaded back; {len(eval_data):,} held-out pairs)
+| masked-LM loss | masked-LM accuracy | {a['objective'].upper()} loss | {a['objective'].upper()} accuracy |
+|---|---|---|---|
+| {held_out['eval_mlm_loss']:.3f} | {held_out['eval_mlm_accuracy']:.1%} | {held_out.get('eval_nsp_loss', float('nan')):.3f} | {held_out.get('eval_nsp_accuracy', float('nan')):.1%} |
+
+`history.json` holds the training curve, `recipe.json` every setting and the time it took.
+"""
+    (out / "README.md").write_text(card)
+    return out

@@ -8,7 +8,8 @@ import transformers
 
 import minibert
 from minibert.cli import main
-from minibert.recipes import pretrain_parser
+from minibert.ablation import experiment_parser
+from minibert.recipes import export_parser, pretrain_parser
 
 pytestmark = pytest.mark.skipif(not os.environ.get("MINIBERT_DATA_MIRROR") and not os.environ.get("CI"),
                                 reason="needs the data mirror (MINIBERT_DATA_MIRROR)")
@@ -48,6 +49,28 @@ def test_pretrain_writes_a_checkpoint_that_both_libraries_load(tmp_path, eval_te
                                    atol=1e-5, rtol=0)
 
 
+def test_export_halves_the_weights_and_measures_what_it_ships(tmp_path, eval_text, capsys):
+    torch.set_num_threads(1)
+    assert run(tmp_path / "run", "--steps", "4", "--eval-corpus", eval_text) == 0
+    assert main(["export", str(tmp_path / "run"), "--out", str(tmp_path / "model")]) == 0
+    model_dir = tmp_path / "model"
+    assert f"model: {model_dir}" in capsys.readouterr().out
+    full = minibert.BertForPreTraining.from_pretrained(tmp_path / "run" / "step-000004")
+    half = minibert.BertForPreTraining.from_pretrained(model_dir)
+    assert (model_dir / "model.safetensors").stat().st_size < 0.55 * (tmp_path / "run" / "step-000004" /
+                                                                     "model.safetensors").stat().st_size
+    for (name, a), b in zip(full.state_dict().items(), half.state_dict().values()):
+        torch.testing.assert_close(b, a.half().float(), atol=0, rtol=0, msg=name)  # fp16 rounding, nothing else
+    held_out = json.loads((model_dir / "held_out.json").read_text())
+    card = (model_dir / "README.md").read_text()
+    assert f"| {held_out['eval_mlm_loss']:.3f} | {held_out['eval_mlm_accuracy']:.1%} |" in card
+    assert "minibert pretrain --preset bert-tiny" in card and "--mask-same-rnd 0.8 0.1 0.1" in card
+    assert minibert.BertTokenizer.from_pretrained(model_dir).get_vocab() == \
+        minibert.BertTokenizer.from_pretrained(tmp_path / "run" / "tokenizer").get_vocab()
+    assert main(["export", str(tmp_path / "nothing"), "--out", str(tmp_path / "x")]) == 2
+    assert "no finished minibert pretrain run" in capsys.readouterr().err
+
+
 def test_time_budget_then_resume_reaches_the_step_count(tmp_path, eval_text):
     torch.set_num_threads(1)
     out = tmp_path / "run"
@@ -58,8 +81,9 @@ def test_time_budget_then_resume_reaches_the_step_count(tmp_path, eval_text):
     assert sorted(p.name for p in out.glob("step-*"))[-1] == "step-000008"
 
 
-def test_every_flag_is_documented():
-    parser = pretrain_parser()
+@pytest.mark.parametrize("make_parser", [pretrain_parser, export_parser, experiment_parser])
+def test_every_flag_is_documented(make_parser):
+    parser = make_parser()
     undocumented = [a.dest for a in parser._actions if not a.help]
     assert not undocumented, f"flags without help: {undocumented}"
 

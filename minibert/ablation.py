@@ -1,0 +1,302 @@
+"""The masking ablations of BERT (Table 8 and the masking rate) as an experiment anyone can rerun.
+
+BERT replaces a chosen token by [MASK] 80% of the time, leaves it unchanged (SAME) 10% and puts a
+random token there (RND) 10% (Devlin et al., Appendix C.2). Table 8 trains BERT-base with other
+splits and fine-tunes or probes each model. Here every strategy (and the rates 15/30/45% of
+Wettig et al. 2023) pre-trains the same small BERT from the same seeds on the same text, and each
+model is measured twice:
+
+- **held-out MLM**: loss and accuracy at 15% of held-out tokens, all replaced by [MASK]: the same
+  fill-in-the-blank test for every model;
+- **a downstream probe**: a linear part-of-speech tagger on the frozen last layer (UD English EWT,
+  fitted on dev, scored on test), the feature-based use of BERT that Table 8's last column measures.
+
+Runs are written to a JSON results file as each one finishes (atomically), and a run already in
+the file is not run again: an interrupted grid goes on where it stopped, and a larger grid made by
+``minibert experiment masking`` (on a GPU, say) loads in notebook 05 with the command that made it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from .atomic import atomic_path
+from .config import PRESETS, BertConfig
+from .heads import BertForMaskedLM
+from .pretraining import MLMMasking, PretrainingDataset, build_pretraining_data, load_documents
+from .probing import tagging_probe
+from .recipes import pretraining_metrics
+from .tokenizer import BertTokenizer
+from .train import TrainConfig, Trainer
+
+# MASK/SAME/RND shares of Table 8, in the paper's order.
+STRATEGIES = {"80/10/10": (0.8, 0.1, 0.1), "100/0/0": (1.0, 0.0, 0.0), "80/0/20": (0.8, 0.0, 0.2),
+              "80/20/0": (0.8, 0.2, 0.0), "0/20/80": (0.0, 0.2, 0.8), "0/0/100": (0.0, 0.0, 1.0)}
+# Table 8, BERT-base: MNLI dev accuracy (fine-tuned), CoNLL-2003 NER dev F1 fine-tuned and feature-based.
+PAPER_TABLE8 = {"80/10/10": (84.2, 95.4, 94.9), "100/0/0": (84.3, 94.9, 94.0), "80/0/20": (84.1, 95.2, 94.6),
+                "80/20/0": (84.4, 95.2, 94.7), "0/20/80": (83.7, 94.8, 94.6), "0/0/100": (83.6, 94.9, 94.6)}
+RATES = (0.15, 0.3, 0.45)
+EVAL_RATE, EVAL_SEED = 0.15, 1234
+
+
+@dataclass
+class AblationSetup:
+    """Everything that is the same in every run of the grid, as plain data (stored with the results)."""
+    preset: str = "bert-tiny"
+    vocab_size: int = 4000
+    corpus: tuple[str, ...] = ("wikitext2_raw/wiki.valid.raw",)
+    eval_corpus: tuple[str, ...] = ("wikitext2_raw/wiki.test.raw",)
+    eval_examples: int = 512
+    max_seq_len: int = 64
+    steps: int = 300
+    batch_size: int = 32
+    lr: float = 2e-3
+    probe_sentences: int | None = None  # per split of UD EWT (dev to fit, test to score); None: all ~2,000
+    device: str = "auto"
+
+    def __post_init__(self):
+        self.corpus, self.eval_corpus = tuple(self.corpus), tuple(self.eval_corpus)
+        if self.preset not in PRESETS:
+            raise ValueError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
+
+
+@dataclass(frozen=True)
+class Run:
+    strategy: str
+    rate: float
+    seed: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.strategy}@{self.rate:g}#{self.seed}"
+
+
+def masking_grid(strategies=tuple(STRATEGIES), rates=RATES, seeds=(0, 1, 2)) -> list[Run]:
+    """Table 8's strategies at 15%, then the other rates with 80/10/10, each for every seed."""
+    for name in strategies:
+        if name not in STRATEGIES:
+            raise ValueError(f"unknown strategy {name!r}; Table 8's are {', '.join(STRATEGIES)}")
+    configs = [(s, 0.15) for s in strategies] + [("80/10/10", r) for r in rates if r != 0.15]
+    return [Run(s, r, seed) for s, r in configs for seed in seeds]
+
+
+@dataclass
+class MaskingAblation:
+    """Prepares the shared pieces once (tokenizer, packed text, eval set, probe data), then runs a grid.
+
+    >>> ablation = MaskingAblation(AblationSetup(steps=300), "results/masking.json")
+    >>> results = ablation.run(masking_grid(seeds=(0, 1)))
+    """
+    setup: AblationSetup = field(default_factory=AblationSetup)
+    results_path: str | os.PathLike | None = None
+    command: str | None = None  # how the results file was made, stored with it
+
+    def __post_init__(self):
+        s = self.setup
+        self.tokenizer = BertTokenizer.train([" ".join(d) for d in load_documents(list(s.corpus))],
+                                             vocab_size=s.vocab_size)
+        self.examples = build_pretraining_data(self.tokenizer, list(s.corpus), "none", s.max_seq_len).examples
+        fill_in_the_blank = MLMMasking(self.tokenizer, EVAL_RATE, (1.0, 0.0, 0.0))
+        self.eval_data = build_pretraining_data(self.tokenizer, list(s.eval_corpus), "none", s.max_seq_len,
+                                                masking=fill_in_the_blank, static_masking=True, seed=EVAL_SEED)
+        self.eval_data.examples = self.eval_data.examples[:s.eval_examples]
+        from .analysis.conllu import load_ud_english_ewt
+        self.probe_train, self.probe_test = ([[(w.form, w.upos) for w in sentence.words] for sentence in
+                                              load_ud_english_ewt(split)[:s.probe_sentences]]
+                                             for split in ("dev", "test"))
+        self.results, self.references = self._load()
+        if self.references is None:
+            self.references = self.measure_references()
+
+    def measure_references(self) -> dict[str, float]:
+        """What the grid's numbers mean: the same measurements for models that learned nothing.
+
+        ``unigram_loss``: held-out MLM loss of always predicting the training text's token
+        frequencies, the plateau a model sits on before it reads context. ``untrained_*``: a
+        randomly initialised model (seed 0). ``majority_probe_accuracy``: each word's most frequent tag.
+        """
+        counts = torch.bincount(torch.tensor([i for e in self.examples for i in e["input_ids"]]),
+                                minlength=self.tokenizer.vocab_size).double()
+        log_frequency = (counts.clamp_min(1) / counts.sum()).log()
+        labels = torch.tensor([y for e in self.eval_data.examples for y in e["labels"] if y != -100])
+        torch.manual_seed(0)
+        untrained = BertForMaskedLM(self._model_config())
+        trainer = Trainer(untrained, TrainConfig(max_steps=1, device=self.setup.device, progress=False,
+                                                       batch_size=min(self.setup.batch_size, len(self.eval_data))),
+                          eval_data=self.eval_data, train_data=self.eval_data,
+                          collate_fn=self.eval_data.collate, metrics_fn=pretraining_metrics)
+        untrained_mlm = trainer.evaluate()
+        probe = tagging_probe(untrained, self.tokenizer, self.probe_train, self.probe_test)
+        return {"unigram_loss": -log_frequency[labels].mean().item(), "untrained_mlm_loss": untrained_mlm["eval_loss"],
+                "untrained_probe_accuracy": probe["accuracy"], "majority_probe_accuracy": probe["majority_accuracy"]}
+
+    def _model_config(self) -> BertConfig:
+        s = self.setup
+        return BertConfig.from_preset(s.preset, vocab_size=self.tokenizer.vocab_size,
+                                      max_position_embeddings=max(512, s.max_seq_len))
+
+    def _load(self) -> tuple[list[dict], dict | None]:
+        if self.results_path is None or not Path(self.results_path).exists():
+            return [], None
+        stored = json.loads(Path(self.results_path).read_text())
+        if stored["setup"] != json.loads(json.dumps(asdict(self.setup))):
+            raise ValueError(f"{self.results_path} holds runs made with another setup ({stored['setup']}); "
+                             "pass that setup to go on with it, or choose a new results file")
+        return stored["runs"], stored["references"]
+
+    def _save(self) -> None:
+        if self.results_path is None:
+            return
+        payload = {"setup": asdict(self.setup), "command": self.command, "references": self.references,
+                   "runs": self.results,
+                   "versions": {"torch": torch.__version__, "python": sys.version.split()[0]}}
+        Path(self.results_path).parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(self.results_path) as tmp:
+            Path(tmp).write_text(json.dumps(payload, indent=1) + "\n")
+
+    def run(self, runs: list[Run], progress: bool = True) -> list[dict]:
+        """Run what is not in the results yet; returns the results of ``runs`` (in their order)."""
+        done = {r["key"]: r for r in self.results}
+        todo = [run for run in runs if run.key not in done]
+        for run in tqdm(todo, desc="ablation runs", disable=not progress or not todo):
+            result = self.run_one(run)
+            self.results.append(result)
+            done[run.key] = result
+            self._save()
+        return [done[run.key] for run in runs]
+
+    def run_one(self, run: Run) -> dict:
+        """Pre-train one model with this masking from this seed, then measure it."""
+        s = self.setup
+        masking = MLMMasking(self.tokenizer, run.rate, STRATEGIES[run.strategy])
+        train_data = PretrainingDataset(self.examples, masking)
+        torch.manual_seed(run.seed)
+        model = BertForMaskedLM(self._model_config())
+        config = TrainConfig(max_steps=s.steps, batch_size=s.batch_size, lr=s.lr, device=s.device,
+                             progress=False, seed=run.seed)
+        trainer = Trainer(model, config, train_data, self.eval_data, collate_fn=train_data.collate,
+                          metrics_fn=pretraining_metrics)
+        started = time.perf_counter()
+        history = trainer.fit()
+        seconds = time.perf_counter() - started
+        probe = tagging_probe(model, self.tokenizer, self.probe_train, self.probe_test)
+        return {"key": run.key, "strategy": run.strategy, "rate": run.rate, "seed": run.seed,
+                "mlm_loss": history.last("eval_loss"), "mlm_accuracy": history.last("eval_mlm_accuracy"),
+                "probe_accuracy": probe["accuracy"], "train_loss": history.last("loss"),
+                "train_seconds": round(seconds, 1), "device": str(trainer.device)}
+
+
+def load_results(path: str | os.PathLike) -> dict:
+    """A results file as written by `MaskingAblation` (setup, command, runs, versions)."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no ablation results at {path}; make them with `minibert experiment masking "
+                                f"--out {path}`")
+    return json.loads(path.read_text())
+
+
+def summarize(runs: list[dict], metric: str) -> dict[tuple[str, float], tuple[float, float, int]]:
+    """(strategy, rate) -> (mean, standard deviation over seeds, number of seeds) of ``metric``."""
+    groups: dict[tuple[str, float], list[float]] = {}
+    for r in runs:
+        groups.setdefault((r["strategy"], r["rate"]), []).append(r[metric])
+    return {k: (statistics.fmean(v), statistics.stdev(v) if len(v) > 1 else 0.0, len(v)) for k, v in groups.items()}
+
+
+def table(runs: list[dict]) -> str:
+    """Table 8's shape in Markdown: the paper's numbers beside ours (mean ± sd over seeds)."""
+    loss, acc, probe = (summarize(runs, m) for m in ("mlm_loss", "mlm_accuracy", "probe_accuracy"))
+    lines = ["| MASK/SAME/RND | rate | paper MNLI | paper NER fine-tune | paper NER feature | "
+             "held-out MLM loss | MLM acc % | POS probe % | seeds |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for key in sorted(loss, key=lambda k: (k[1], list(STRATEGIES).index(k[0]))):
+        strategy, rate = key
+        paper = PAPER_TABLE8[strategy] if rate == 0.15 else ("", "", "")
+        lines.append(f"| {strategy} | {rate:.0%} | {paper[0]} | {paper[1]} | {paper[2]} | "
+                     f"{loss[key][0]:.3f} ± {loss[key][1]:.3f} | {100 * acc[key][0]:.1f} ± {100 * acc[key][1]:.1f} | "
+                     f"{100 * probe[key][0]:.2f} ± {100 * probe[key][1]:.2f} | {loss[key][2]} |")
+    return "\n".join(lines)
+
+
+def plot(runs: list[dict], references: dict | None = None, title: str | None = None):
+    """Held-out MLM loss and probe accuracy per strategy (and per rate), mean ± sd over seeds,
+    with the references (`MaskingAblation.measure_references`) as dashed lines."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8), gridspec_kw={"width_ratios": [6, 6, 3]})
+    strategies = [s for s in STRATEGIES if any(r["strategy"] == s and r["rate"] == 0.15 for r in runs)]
+    for ax, metric, label in ((axes[0], "mlm_loss", "held-out MLM loss (lower is better)"),
+                              (axes[1], "probe_accuracy", "POS probe accuracy (higher is better)")):
+        stats = summarize([r for r in runs if r["rate"] == 0.15], metric)
+        means = [stats[(s, 0.15)][0] for s in strategies]
+        errors = [stats[(s, 0.15)][1] for s in strategies]
+        ax.errorbar(range(len(strategies)), means, yerr=errors, fmt="o", capsize=4)
+        ax.set_xticks(range(len(strategies)), strategies)
+        ax.set_xlabel("MASK / SAME / RND (%)")
+        ax.set_title(label, fontsize=10)
+    lines = {0: [("unigram_loss", "token frequencies")],
+             1: [("untrained_probe_accuracy", "untrained model"), ("majority_probe_accuracy", "word's usual tag")]}
+    for panel, refs in lines.items():
+        for (key, label), style in zip(refs, ("--", ":")):
+            if references and key in references:
+                axes[panel].axhline(references[key], color="grey", linestyle=style, label=label)
+        if references:
+            axes[panel].legend(fontsize=8, loc="best")
+    rates = summarize([r for r in runs if r["strategy"] == "80/10/10"], "mlm_loss")
+    xs = sorted(rate for _, rate in rates)
+    axes[2].errorbar([f"{x:.0%}" for x in xs], [rates[("80/10/10", x)][0] for x in xs],
+                     yerr=[rates[("80/10/10", x)][1] for x in xs], fmt="o-", capsize=4, color="C2")
+    axes[2].set_xlabel("masking rate (80/10/10)")
+    axes[2].set_title("held-out MLM loss", fontsize=10)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def experiment_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    p = parser or argparse.ArgumentParser(prog="minibert experiment masking")
+    p.description = ("The masking ablation (BERT Table 8 strategies and masking rates): pre-train one small "
+                     "BERT per strategy, rate and seed, then measure held-out MLM and a POS probe. Finished "
+                     "runs are kept in --out; run it again to go on after an interruption.")
+    defaults = AblationSetup()
+    add = p.add_argument
+    add("--out", required=True, help="results file (JSON) to write, and to go on from")
+    add("--strategies", nargs="+", default=list(STRATEGIES), choices=list(STRATEGIES),
+        help="MASK/SAME/RND splits, at 15%% (default: all six of Table 8)")
+    add("--rates", nargs="+", type=float, default=list(RATES), help="masking rates run with 80/10/10 (default 0.15 0.3 0.45)")
+    add("--seeds", nargs="+", type=int, default=[0, 1, 2], help="seeds per configuration (default 0 1 2)")
+    add("--preset", default=defaults.preset, choices=list(PRESETS), help=f"model size (default {defaults.preset})")
+    add("--vocab-size", type=int, default=defaults.vocab_size, help=f"WordPiece vocabulary trained on the corpus (default {defaults.vocab_size})")
+    add("--corpus", nargs="+", default=list(defaults.corpus), help="training text (see minibert pretrain --help)")
+    add("--eval-corpus", nargs="+", default=list(defaults.eval_corpus), help="held-out text for the MLM test")
+    add("--eval-examples", type=int, default=defaults.eval_examples, help="held-out sequences scored (default 512)")
+    add("--max-seq-len", type=int, default=defaults.max_seq_len, help=f"tokens per sequence (default {defaults.max_seq_len})")
+    add("--steps", type=int, default=defaults.steps, help=f"optimizer updates per run (default {defaults.steps})")
+    add("--batch-size", type=int, default=defaults.batch_size, help=f"sequences per update (default {defaults.batch_size})")
+    add("--lr", type=float, default=defaults.lr, help=f"peak learning rate (default {defaults.lr})")
+    add("--probe-sentences", type=int, help="UD EWT sentences per probe split (default: all)")
+    add("--device", default="auto", help="auto, cpu, cuda, mps")
+    return p
+
+
+def experiment(args: argparse.Namespace, command: str | None = None) -> Path:
+    """Run the grid the flags describe; ``command``: the command line, recorded in the results file."""
+    setup = AblationSetup(preset=args.preset, vocab_size=args.vocab_size, corpus=args.corpus,
+                          eval_corpus=args.eval_corpus, eval_examples=args.eval_examples, max_seq_len=args.max_seq_len,
+                          steps=args.steps, batch_size=args.batch_size, lr=args.lr,
+                          probe_sentences=args.probe_sentences, device=args.device)
+    ablation = MaskingAblation(setup, args.out, command)
+    runs = ablation.run(masking_grid(args.strategies, args.rates, args.seeds))
+    print(table(runs))
+    print(f"results: {args.out}")
+    return Path(args.out)
