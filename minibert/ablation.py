@@ -212,6 +212,15 @@ def summarize(runs: list[dict], metric: str) -> dict[tuple[str, float], tuple[fl
     return {k: (statistics.fmean(v), statistics.stdev(v) if len(v) > 1 else 0.0, len(v)) for k, v in groups.items()}
 
 
+def difference_and_error(a: list[float], b: list[float]) -> tuple[float, float]:
+    """mean(a) - mean(b) and its standard error sqrt(s_a²/n_a + s_b²/n_b), from per-seed values.
+
+    A difference of more than about two standard errors is unlikely to be seed luck.
+    """
+    error = (statistics.variance(a) / len(a) + statistics.variance(b) / len(b)) ** 0.5
+    return statistics.fmean(a) - statistics.fmean(b), error
+
+
 def table(runs: list[dict]) -> str:
     """Table 8's shape in Markdown: the paper's numbers beside ours (mean ± sd over seeds)."""
     loss, acc, probe = (summarize(runs, m) for m in ("mlm_loss", "mlm_accuracy", "probe_accuracy"))

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from minibert import BertConfig, BertForMaskedLM, BertForPreTraining, BertModel, BertTokenizer
-from minibert.ablation import (PAPER_TABLE8, STRATEGIES, AblationSetup, MaskingAblation, Run, load_results,
-                               masking_grid, summarize, table)
+from minibert.ablation import (PAPER_TABLE8, STRATEGIES, AblationSetup, MaskingAblation, Run, difference_and_error,
+                               load_results, masking_grid, summarize, table)
 from minibert.probing import LinearProbe, majority_accuracy, tagging_probe, word_features
 from minibert.recipes import pretraining_metrics
 
@@ -51,6 +51,11 @@ def test_summary_and_table_use_the_sample_spread_over_seeds():
     assert (mean, n) == (7 / 3, 3) and math.isclose(sd, math.sqrt(((1 - 7 / 3) ** 2 + (2 - 7 / 3) ** 2 + (4 - 7 / 3) ** 2) / 2))
     row = table(runs).splitlines()[2]
     assert row.startswith("| 80/10/10 | 15% | 84.2 | 95.4 | 94.9 | 2.333 ± 1.528 |")
+
+
+def test_difference_and_error_by_hand():
+    d, se = difference_and_error([1.0, 3.0], [0.0, 0.0, 3.0])
+    assert math.isclose(d, 1.0) and math.isclose(se, math.sqrt(2.0 / 2 + 3.0 / 3))
 
 
 # --- probes --------------------------------------------------------------------------------------
