@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
+from .analysis.conllu import load_ud_english_ewt
 from .atomic import atomic_path
 from .config import PRESETS, BertConfig
 from .heads import BertForMaskedLM
@@ -109,7 +110,6 @@ class MaskingAblation:
         self.eval_data = build_pretraining_data(self.tokenizer, list(s.eval_corpus), "none", s.max_seq_len,
                                                 masking=fill_in_the_blank, static_masking=True, seed=EVAL_SEED)
         self.eval_data.examples = self.eval_data.examples[:s.eval_examples]
-        from .analysis.conllu import load_ud_english_ewt
         self.probe_train, self.probe_test = ([[(w.form, w.upos) for w in sentence.words] for sentence in
                                               load_ud_english_ewt(split)[:s.probe_sentences]]
                                              for split in ("dev", "test"))
