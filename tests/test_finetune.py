@@ -2,27 +2,19 @@
 accuracy; the frozen-feature variants of Table 7 and the learned weighted sum of layers; and
 `minibert finetune` / `minibert evaluate` end to end on tiny subsets for all three tasks."""
 import json
-import os
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-from minibert import BertConfig, BertForSequenceClassification, BertForTokenClassification, BertModel, BertTokenizer
+from minibert import BertConfig, BertForSequenceClassification, BertForTokenClassification, BertModel
 from minibert.cli import main
 from minibert.finetune import PRESETS, evaluate_parser, finetune_parser, settings_from
 from minibert.probing import LinearProbe, WeightedLayerSum, tagging_probe, word_features
 from minibert.tasks import sst2, tagging
+from offline import MINILM as MODEL
+from offline import minilm_tokenizer, mirror_with
 
-MODEL = "sentence-transformers/all-MiniLM-L6-v2"  # 6 layers, hidden 384, bert-base-uncased vocabulary
-
-
-def unavailable(reason):
-    """Skip on a machine without the offline material; in CI its absence is a failure."""
-    if os.environ.get("CI"):
-        pytest.fail(reason)
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -37,9 +29,7 @@ def one_thread():
 @pytest.fixture(scope="module")
 def data_home(tmp_path_factory):
     """A fresh data folder that the loaders fill from the mirror, so nothing is written into the checkout."""
-    mirror = Path(os.environ.get("MINIBERT_DATA_MIRROR", "/nonexistent"))
-    if not (mirror / "sst2" / "train.tsv").is_file():
-        unavailable(f"no data mirror with sst2 at MINIBERT_DATA_MIRROR={mirror}")
+    mirror_with("sst2/train.tsv")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MINIBERT_DATA_DIR", str(tmp_path_factory.mktemp("data")))
         yield
@@ -47,10 +37,7 @@ def data_home(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    try:
-        return BertTokenizer.from_pretrained(MODEL)
-    except OSError as error:
-        unavailable(f"{MODEL} is not in the Hugging Face cache and the Hub is unreachable ({error})")
+    return minilm_tokenizer()
 
 
 def tiny_config(tokenizer, **overrides):

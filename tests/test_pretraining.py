@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 import random
 import sys
 import time
@@ -21,24 +20,15 @@ from minibert.pretraining import (HubDataset, MLMMasking, PretrainingDataset, bu
                                   create_sentence_pairs, load_documents, mask_statically, pack_full_sentences,
                                   read_text, split_sentences, tokenize_documents)
 from minibert.tokenizer import BertTokenizer
+from offline import mirror_with, unavailable
 
 WIKI_VALID = "wikitext2_raw/wiki.valid.raw"
 TOKENIZER = "sentence-transformers/all-MiniLM-L6-v2"  # the bert-base-uncased vocabulary
 
 
-def unavailable(reason):
-    """Skip on a machine without the offline material; in CI its absence is a failure."""
-    if os.environ.get("CI"):
-        pytest.fail(reason)
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
 def mirror() -> Path:
-    root = Path(os.environ.get("MINIBERT_DATA_MIRROR", "/nonexistent"))
-    if not (root / "wikitext2_raw" / "wiki.valid.raw").is_file():
-        unavailable(f"no data mirror with wikitext2_raw at MINIBERT_DATA_MIRROR={root}")
-    return root
+    return mirror_with("wikitext2_raw/wiki.valid.raw")
 
 
 @pytest.fixture(scope="module", autouse=True)

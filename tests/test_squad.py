@@ -2,39 +2,27 @@
 against torchmetrics' independent implementation), windows and labels on the whole dev set,
 post-processing on hand-made logits, the split by article, and answer() / evaluate() end to end."""
 import math
-import os
 import random
 from collections import defaultdict
-from pathlib import Path
 
 import pytest
 import torch
 
-from minibert import BertConfig, BertForQuestionAnswering, BertTokenizer, TrainConfig, Trainer
+from minibert import BertConfig, BertForQuestionAnswering, TrainConfig, Trainer
 from minibert.tasks import (SquadExample, SquadFeatures, answer, best_spans, evaluate, exact_match_score, f1_score,
                             load_squad, normalize_answer, postprocess, read_squad, split_by_article, squad_metric)
 from minibert.tasks.squad import CLS_INDEX
+from offline import minilm_tokenizer, mirror_with, unavailable
 
-MODEL = "sentence-transformers/all-MiniLM-L6-v2"  # bert-base-uncased vocabulary
 HAMLET = SquadExample("hamlet", "Hamlet", "Hamlet is a tragedy written by William Shakespeare around 1600.",
                       "Who wrote Hamlet?", ["William Shakespeare"], [31])
 # [CLS] who wrote hamlet ? [SEP] hamlet is a tragedy written by william shakespeare around 1600 . [SEP]
 #   0    1    2     3     4   5     6    7  8    9       10    11   12       13        14    15 16  17
 
 
-def unavailable(reason):
-    """Skip on a machine without the offline material; in CI its absence is a failure."""
-    if os.environ.get("CI"):
-        pytest.fail(reason)
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
 def mirror():
-    path = Path(os.environ.get("MINIBERT_DATA_MIRROR", "/nonexistent"))
-    if not (path / "squad_v1.1" / "dev-v1.1.json").is_file():
-        unavailable(f"no data mirror with squad_v1.1 at MINIBERT_DATA_MIRROR={path}")
-    return path
+    return mirror_with("squad_v1.1/dev-v1.1.json")
 
 
 @pytest.fixture(scope="module")
@@ -44,10 +32,7 @@ def dev(mirror):
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    try:
-        return BertTokenizer.from_pretrained(MODEL)
-    except OSError as error:
-        unavailable(f"{MODEL} is not in the Hugging Face cache and the Hub is unreachable ({error})")
+    return minilm_tokenizer()
 
 
 @pytest.fixture(scope="module")

@@ -1,13 +1,13 @@
 """minibert.tokenizer against transformers: the fast BertTokenizer and the slow, pure-Python
 BertTokenizerLegacy (the original BERT algorithm), both loaded from the Hugging Face cache."""
 import json
-import os
 from pathlib import Path
 
 import pytest
 import torch
 
 from minibert.tokenizer import BatchEncoding, BertTokenizer, wordpiece
+from offline import mirror_with, unavailable
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"  # bert-base-uncased vocabulary
 
@@ -35,13 +35,6 @@ KEYS = ["input_ids", "token_type_ids", "attention_mask", "offset_mapping", "spec
 EXTRAS = dict(return_offsets_mapping=True, return_special_tokens_mask=True)
 
 
-def unavailable(reason):
-    """Skip on a machine without the offline material; in CI its absence is a failure."""
-    if os.environ.get("CI"):
-        pytest.fail(reason)
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
 def hub_dir():
     from huggingface_hub import hf_hub_download
@@ -54,10 +47,7 @@ def hub_dir():
 
 @pytest.fixture(scope="module")
 def mirror():
-    path = Path(os.environ.get("MINIBERT_DATA_MIRROR", "/nonexistent"))
-    if not (path / "wikitext2_raw" / "wiki.valid.raw").is_file():
-        unavailable(f"no data mirror with wikitext2_raw at MINIBERT_DATA_MIRROR={path}")
-    return path
+    return mirror_with("wikitext2_raw/wiki.valid.raw")
 
 
 @pytest.fixture(scope="module")

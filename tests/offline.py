@@ -1,0 +1,31 @@
+"""The offline material the tests read (the data mirror, the Hugging Face cache), and what they do
+without it: skip on a student's machine, fail in CI, where its absence is a broken setup."""
+import os
+from pathlib import Path
+
+import pytest
+
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"  # 6 layers, hidden 384, the bert-base-uncased vocabulary
+
+
+def unavailable(reason):
+    """Skip on a machine without the offline material; in CI its absence is a failure."""
+    if os.environ.get("CI"):
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+def mirror_with(relative: str) -> Path:
+    """The data mirror (``MINIBERT_DATA_MIRROR``), which must hold the file ``relative``."""
+    path = Path(os.environ.get("MINIBERT_DATA_MIRROR", "/nonexistent"))
+    if not (path / relative).is_file():
+        unavailable(f"no data mirror with {relative} at MINIBERT_DATA_MIRROR={path}")
+    return path
+
+
+def minilm_tokenizer():
+    from minibert import BertTokenizer
+    try:
+        return BertTokenizer.from_pretrained(MINILM)
+    except OSError as error:
+        unavailable(f"{MINILM} is not in the Hugging Face cache and the Hub is unreachable ({error})")
