@@ -2,7 +2,7 @@
 
     minibert data list | fetch [NAMES...]        fill data/ from the Hub or a mirror
     minibert pretrain --out DIR [options]       pre-train a BERT (minibert pretrain --help)
-    minibert export RUN --out DIR              a pretrain run as a shareable fp16 model folder
+    minibert export RUN --out DIR              a pretrain or finetune run as a model folder to ship
     minibert finetune TASK --model M --out DIR  fine-tune on sst2, squad or pos (minibert finetune --help)
     minibert evaluate TASK --model DIR          score a fine-tuned model on its held-out data
     minibert experiment masking --out FILE      the masking ablation of notebook 05

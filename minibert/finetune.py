@@ -273,7 +273,8 @@ def finetune(args: argparse.Namespace) -> dict:
     steps = s.max_steps or max(1, round(s.epochs * batches_per_epoch))
     config = TrainConfig(max_steps=steps, batch_size=s.batch_size, lr=s.lr, warmup_ratio=s.warmup_ratio,
                          eval_every=args.eval_every, precision=args.precision, device=args.device,
-                         out_dir=str(out / "checkpoints"), keep_last=1, time_budget_s=s.time_budget_s, seed=args.seed)
+                         out_dir=str(out / "checkpoints"), keep_last=1, time_budget_s=s.time_budget_s, seed=args.seed,
+                         group_by_length=True)  # SST-2: 3 to 66 tokens; random batches would be 2/3 padding
     # Held-out data goes to the Trainer only for evaluations during training; the final score is the task's own.
     trainer = Trainer(model, config, task_inputs.train, task_inputs.eval if args.eval_every else None,
                       collate_fn=task_inputs.collate, metrics_fn=task_inputs.metrics)
@@ -347,24 +348,97 @@ def evaluate_parser(parser: argparse.ArgumentParser | None = None) -> argparse.A
     return p
 
 
-def evaluate(args: argparse.Namespace) -> dict:
-    """Score the model; prints the metric and returns ``{metric: value}``."""
-    task = _check_task(args.task)
+def _recorded(model_dir, task: str) -> tuple[dict, FinetuneSettings]:
+    """What ``minibert finetune`` recorded in a model folder (results.json) and its settings; ``({}, the
+    paper's settings)`` for a model from elsewhere."""
     recorded = {}
-    results_file = Path(args.model) / "results.json"
+    results_file = Path(model_dir) / "results.json"
     if results_file.is_file():
         recorded = json.loads(results_file.read_text())
         if recorded.get("task") != task:
-            raise ValueError(f"{args.model} was fine-tuned on {recorded.get('task')!r}, not {task!r}")
+            raise ValueError(f"{model_dir} was fine-tuned on {recorded.get('task')!r}, not {task!r}")
     known = {f.name for f in fields(FinetuneSettings)}
     settings = (FinetuneSettings(**{k: v for k, v in recorded["settings"].items() if k in known})
                 if "settings" in recorded else PRESETS["paper"][task])
+    return recorded, settings
+
+
+def _held_out_score(task: str, model, tokenizer, recorded: dict, settings: FinetuneSettings, progress=True):
+    """(predictions, metrics, data description) on the held-out data the run was scored on."""
+    squad_split = recorded.get("data", {}).get("split", "train/dev")  # a model from elsewhere: the whole dev set
+    task_inputs = task_data(task, model, tokenizer, settings, training=False, squad_split=squad_split)
+    predictions, metrics = task_inputs.evaluate(model, progress)
+    return predictions, metrics, task_inputs.description
+
+
+def evaluate(args: argparse.Namespace) -> dict:
+    """Score the model; prints the metric and returns ``{metric: value}``."""
+    task = _check_task(args.task)
+    recorded, settings = _recorded(args.model, task)
     settings = replace(settings, **{k: v for k, v in {"eval_examples": args.eval_examples,
                                                       "max_length": args.max_length}.items() if v is not None})
     model = MODEL_CLASSES[task].from_pretrained(args.model).to(pick_device(args.device))
     tokenizer = BertTokenizer.from_pretrained(args.tokenizer or args.model)
-    squad_split = recorded.get("data", {}).get("split", "train/dev")  # a model from elsewhere: the whole dev set
-    task_inputs = task_data(task, model, tokenizer, settings, training=False, squad_split=squad_split)
-    _, metrics = task_inputs.evaluate(model)
-    _report({"task": task, "metrics": metrics, "data": task_inputs.description}, None)
+    _, metrics, description = _held_out_score(task, model, tokenizer, recorded, settings)
+    _report({"task": task, "metrics": metrics, "data": description}, None)
     return metrics
+
+
+# --- minibert export of a fine-tuned model ----------------------------------------------------------------
+
+def export_finetuned(run: Path, out: Path, dtype: str) -> Path:
+    """A ``minibert finetune`` folder as a smaller model folder to ship, scored again after export.
+
+    The card gives the held-out metric of the run and of the exported weights loaded back, so the
+    cost of fp16 or int8 storage is measured, not assumed.
+    """
+    import shutil
+
+    import torch
+
+    recorded = json.loads((run / "results.json").read_text())
+    task = _check_task(recorded["task"])
+    model = MODEL_CLASSES[task].from_pretrained(run)
+    if dtype == "int8":
+        model.save_pretrained(out, int8_weights=True)
+    else:
+        model.to({"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[dtype]).save_pretrained(out)
+    tokenizer = BertTokenizer.from_pretrained(run)
+    tokenizer.save_pretrained(out)
+    shutil.copyfile(run / "results.json", out / "results.json")
+    _, settings = _recorded(run, task)
+    _, metrics, description = _held_out_score(task, MODEL_CLASSES[task].from_pretrained(out), tokenizer,
+                                              recorded, settings)
+    (out / "held_out.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    size_mb = (out / "model.safetensors").stat().st_size / 2**20
+    shown = [k for k in metrics if k != "words"]
+    fmt = lambda k, v: f"{v:.2f}" if k in ("exact_match", "f1") else f"{v:.4f}"
+    note = f"\n\nNote: {description['note']}.\n" if description.get("note") else ""
+    loader = ("minibert's `from_pretrained` (int8 rows with a scale each, see `minibert.int8`; "
+              "transformers cannot read them)" if dtype == "int8" else
+              f"`{MODEL_CLASSES[task].__name__}.from_pretrained` (minibert or transformers)")
+    card = f"""# {out.name}
+
+{recorded['model']} fine-tuned on {task} by the course's own recipe. Weights in {dtype} ({size_mb:.1f} MB);
+{loader} loads them.
+
+## Recipe
+```
+{recorded['command']}
+minibert export {run.as_posix()} --out {out.as_posix()} --dtype {dtype}
+```
+Trained on {recorded['data']['train']};
+{recorded['steps']:,} steps ({recorded['epochs_done']} epochs) on {recorded['device']} in {recorded['precision']},
+{recorded['train_seconds_this_run'] / 60:.0f} minutes of training (of the last `minibert finetune` call).
+
+## Held-out figures ({description['eval']}){note}
+
+| weights | {' | '.join(shown)} |
+|---|{'---|' * len(shown)}
+| fine-tuned (fp32) | {' | '.join(fmt(k, recorded['metrics'][k]) for k in shown)} |
+| exported ({dtype}), loaded back | {' | '.join(fmt(k, metrics[k]) for k in shown)} |
+
+`results.json` holds every setting and the training curve.
+"""
+    (out / "README.md").write_text(card)
+    return out

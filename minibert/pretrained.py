@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
+from . import int8
 from .atomic import atomic_path
 from .config import BertConfig
 
@@ -67,10 +68,12 @@ def load_state_dict(weights: Path) -> dict[str, torch.Tensor]:
         shards = sorted(set(json.loads(weights.read_text())["weight_map"].values()))
         if not all((weights.parent / s).exists() for s in shards):
             raise FileNotFoundError(f"{weights} lists shards {shards} that are not all beside it")
-        return {k: v for s in shards for k, v in load_file(weights.parent / s).items()}
-    if weights.suffix == ".safetensors":
-        return load_file(weights)
-    return torch.load(weights, map_location="cpu", weights_only=True)
+        state = {k: v for s in shards for k, v in load_file(weights.parent / s).items()}
+    elif weights.suffix == ".safetensors":
+        state = load_file(weights)
+    else:
+        state = torch.load(weights, map_location="cpu", weights_only=True)
+    return int8.dequantize(state) if int8.is_quantized(state) else state
 
 
 def normalize_keys(state: dict[str, torch.Tensor], has_prefix: bool) -> dict[str, torch.Tensor]:
@@ -143,12 +146,18 @@ class PretrainedMixin:
             model.to(dtype)
         return model.eval()
 
-    def save_pretrained(self, directory: str | os.PathLike) -> Path:
-        """Write config.json + model.safetensors; each file appears whole or not at all."""
+    def save_pretrained(self, directory: str | os.PathLike, int8_weights: bool = False) -> Path:
+        """Write config.json + model.safetensors; each file appears whole or not at all.
+
+        ``int8_weights``: store the matrices as int8 rows with a scale each (a quarter of fp32's size;
+        only minibert reads it back, see ``minibert.int8``).
+        """
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         aliases = tied_aliases(self)
         state = {k: v.detach().contiguous() for k, v in self.state_dict().items() if k not in aliases}
+        if int8_weights:
+            state = int8.quantize(state)
         config = {**self.config.to_dict(), "architectures": [type(self).__name__]}
         with atomic_path(directory / "model.safetensors") as tmp:
             save_file(state, tmp, metadata={"format": "pt"})

@@ -54,6 +54,9 @@ def pretrain_parser(parser: argparse.ArgumentParser | None = None) -> argparse.A
     add("--lr", type=float, default=5e-4,
         help="peak learning rate (default 5e-4: small models take more than BERT-base's 1e-4)")
     add("--warmup-ratio", type=float, default=0.1, help="fraction of --steps of linear warmup (default 0.1)")
+    add("--dropout", type=float, default=0.1,
+        help="dropout on hidden states and attention weights (default 0.1, the paper's; a run far shorter than "
+             "one pass over its text overfits little and learns faster without it)")
     add("--eval-every", type=int, help="evaluate every N steps (default: at the end)")
     add("--save-every", type=int, help="write a checkpoint every N steps (default: at the end; the last 2 are kept)")
     add("--precision", default="auto", choices=["auto", "bf16", "fp16", "fp32"],
@@ -83,7 +86,8 @@ def pretrain(args: argparse.Namespace) -> Path:
     eval_data = build_pretraining_data(tokenizer, args.eval_corpus, **data) if args.eval_corpus else None
 
     config = BertConfig.from_preset(args.preset, vocab_size=tokenizer.vocab_size,
-                                    max_position_embeddings=max(512, args.max_seq_len))
+                                    max_position_embeddings=max(512, args.max_seq_len),
+                                    hidden_dropout_prob=args.dropout, attention_probs_dropout_prob=args.dropout)
     model = (BertForMaskedLM if args.objective == "none" else BertForPreTraining)(config)
     train_config = TrainConfig(
         max_steps=args.steps, batch_size=args.batch_size, grad_accum_steps=args.grad_accum, lr=args.lr,
@@ -129,12 +133,14 @@ def pretraining_metrics(outputs, batch) -> dict[str, float]:
 
 def export_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     p = parser or argparse.ArgumentParser(prog="minibert export")
-    p.description = ("Turn a `minibert pretrain` run into a model folder to share: the latest checkpoint's weights "
-                     "(fp16 by default, half the size), its tokenizer, recipe and history, and a model card with "
-                     "the held-out MLM and NSP figures measured on the exported weights.")
-    p.add_argument("run", help="the --out folder of minibert pretrain")
+    p.description = ("Turn a `minibert pretrain` run or a `minibert finetune` folder into a model folder to share: "
+                     "the weights (fp16 by default, half the size; int8, a quarter), the tokenizer, the recipe and "
+                     "a model card with the held-out figures measured on the exported weights.")
+    p.add_argument("run", help="the --out folder of minibert pretrain or minibert finetune")
     p.add_argument("--out", required=True, help="folder to write (config.json, model.safetensors, vocab.txt, README.md, ...)")
-    p.add_argument("--dtype", default="fp16", choices=["fp16", "bf16", "fp32"], help="weights' precision (default fp16)")
+    p.add_argument("--dtype", default="fp16", choices=["fp16", "bf16", "fp32", "int8"],
+                   help="weights' precision (default fp16; int8: one int8 per weight and a scale per row, "
+                        "which only minibert reads)")
     return p
 
 
@@ -147,13 +153,20 @@ def export(args: argparse.Namespace) -> Path:
     from .train import find_checkpoints
 
     run, out = Path(args.run), Path(args.out)
+    if (run / "results.json").is_file() and (run / "model.safetensors").is_file():
+        from .finetune import export_finetuned
+        return export_finetuned(run, out, args.dtype)
     checkpoints = find_checkpoints(run)
     if not checkpoints or not (run / "recipe.json").exists():
-        raise FileNotFoundError(f"{run} holds no finished minibert pretrain run (step-N/ and recipe.json)")
+        raise FileNotFoundError(f"{run} holds no finished minibert pretrain run (step-N/ and recipe.json) "
+                                "and no minibert finetune output (model.safetensors and results.json)")
     recipe = json.loads((run / "recipe.json").read_text())
     model_class = BertForMaskedLM if recipe["args"]["objective"] == "none" else BertForPreTraining
     model = model_class.from_pretrained(checkpoints[-1])
-    model.to({"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[args.dtype]).save_pretrained(out)
+    if args.dtype == "int8":
+        model.save_pretrained(out, int8_weights=True)
+    else:
+        model.to({"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[args.dtype]).save_pretrained(out)
     tokenizer = BertTokenizer.from_pretrained(run / "tokenizer")
     tokenizer.save_pretrained(out)
     for name in ("recipe.json", "history.json"):
@@ -174,11 +187,14 @@ def export(args: argparse.Namespace) -> Path:
     flags = [f"--{k.replace('_', '-')}" + ("" if v is True else " " + (" ".join(map(str, v)) if isinstance(v, list) else str(v)))
              for k, v in a.items() if v not in (None, False) and k not in ("func", "resume", "out")]
     pretrain_command = " \\\n    ".join(["minibert pretrain " + " ".join(flags), f"--out {run.as_posix()}"])
+    loader = ("minibert's `from_pretrained` (int8 rows with a scale each, see `minibert.int8`; transformers "
+              "cannot read them)" if args.dtype == "int8" else
+              f"`{model_class.__name__}.from_pretrained` (minibert or transformers)")
     card = f"""# {out.name}
 
 A {a['preset']} ({recipe['parameters']:,} parameters) pre-trained from scratch by the course's own recipe,
 so that the notebooks have a masked-LM model that works offline. Weights in {args.dtype}
-({size_mb:.1f} MB); `BertForPreTraining.from_pretrained` (minibert or transformers) loads them.
+({size_mb:.1f} MB); {loader} loads them.
 
 ## Recipe
 ```

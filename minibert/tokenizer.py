@@ -403,6 +403,8 @@ def _as_batch(text, name: str, split_into_words: bool) -> tuple[list, bool]:
 
     if is_single(text):
         return [text], False
+    if not isinstance(text, (str, bytes, dict, list, tuple)) and hasattr(text, "__len__") and hasattr(text, "__iter__"):
+        text = list(text)  # a datasets Column, a pandas Series, a numpy array of str: a batch too
     if isinstance(text, (list, tuple)) and text and all(is_single(x) for x in text):
         return list(text), True
     wanted = ("a list of words (list[str]) or a batch of them (list[list[str]])" if split_into_words

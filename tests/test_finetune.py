@@ -285,6 +285,17 @@ def test_squad_splits_the_dev_set_by_article_and_says_so(data_home, tokenizer, t
     assert len(json.loads((out / "predictions.json").read_text())) == 16
     assert f"exact_match {metrics['exact_match']:.2f}, f1 {metrics['f1']:.2f}" in evaluated(out, "squad", capsys)
 
+    # Shipping it in int8: a quarter of the size, scored again on the same held-out questions.
+    assert main(["export", str(out), "--out", str(tmp_path / "int8"), "--dtype", "int8"]) == 0
+    shipped = tmp_path / "int8"
+    assert (shipped / "model.safetensors").stat().st_size < 0.3 * (out / "model.safetensors").stat().st_size
+    again = json.loads((shipped / "held_out.json").read_text())
+    card = (shipped / "README.md").read_text()
+    assert f"| fine-tuned (fp32) | {metrics['exact_match']:.2f} | {metrics['f1']:.2f} |" in card
+    assert f"| exported (int8), loaded back | {again['exact_match']:.2f} | {again['f1']:.2f} |" in card
+    assert "minibert finetune squad" in card and "not the paper's" in card
+    assert f"exact_match {again['exact_match']:.2f}, f1 {again['f1']:.2f}" in evaluated(shipped, "squad", capsys)
+
 
 def test_bad_input_is_a_one_line_error(data_home, tmp_path, capsys, monkeypatch):
     assert main(["finetune", "ner", "--model", MODEL, "--out", str(tmp_path / "a")]) == 2

@@ -40,6 +40,7 @@ def test_pretrain_writes_a_checkpoint_that_both_libraries_load(tmp_path, eval_te
     assert recipe["step"] == 6 and recipe["args"]["mask_same_rnd"] == [0.8, 0.1, 0.1]
     assert {"eval_loss", "eval_mlm_accuracy", "eval_nsp_accuracy"} <= set(recipe["final"])
     ours = minibert.BertForPreTraining.from_pretrained(tmp_path / "run" / "step-000006")
+    assert ours.config.hidden_dropout_prob == ours.config.attention_probs_dropout_prob == 0.1  # the paper's
     theirs = transformers.BertForPreTraining.from_pretrained(tmp_path / "run" / "step-000006").eval()
     tok = minibert.BertTokenizer.from_pretrained(tmp_path / "run" / "tokenizer")
     assert ours.config.vocab_size == len(tok) <= 600
@@ -47,6 +48,14 @@ def test_pretrain_writes_a_checkpoint_that_both_libraries_load(tmp_path, eval_te
     with torch.no_grad():
         torch.testing.assert_close(ours(**batch).prediction_logits, theirs(**batch).prediction_logits,
                                    atol=1e-5, rtol=0)
+
+
+def test_dropout_is_a_flag(tmp_path):
+    torch.set_num_threads(1)
+    assert run(tmp_path / "run", "--steps", "1", "--eval-corpus", "--dropout", "0") == 0
+    config = minibert.BertConfig.load(tmp_path / "run" / "step-000001" / "config.json")
+    assert config.hidden_dropout_prob == config.attention_probs_dropout_prob == 0.0
+    assert run(tmp_path / "bad", "--steps", "1", "--dropout", "1.5") == 2
 
 
 def test_export_halves_the_weights_and_measures_what_it_ships(tmp_path, eval_text, capsys):

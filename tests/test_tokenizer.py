@@ -329,6 +329,15 @@ def test_wrong_text_types_name_the_argument(ours, bad, name):
         ours(bad)
 
 
+def test_a_dataset_column_is_a_batch(ours):
+    import datasets
+    import numpy as np
+    rows = datasets.Dataset.from_dict({"sentence": ["my dog is cute", "he likes playing"]})
+    expected = ours(["my dog is cute", "he likes playing"]).input_ids
+    assert ours(rows["sentence"]).input_ids == expected  # a datasets Column, not a list
+    assert ours(np.array(["my dog is cute", "he likes playing"])).input_ids == expected
+
+
 def test_wrong_arguments_are_explained(ours):
     with pytest.raises(TypeError, match="^text_pair must be"):
         ours("my dog", 5)

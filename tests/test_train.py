@@ -17,8 +17,8 @@ from torch.utils.data import default_collate
 
 import minibert.train
 from minibert import BertConfig, BertForMaskedLM, BertForSequenceClassification
-from minibert.train import (History, TrainConfig, Trainer, find_checkpoints, flops_per_token, learning_rate,
-                            peak_flops)
+from minibert.train import (History, TrainConfig, Trainer, find_checkpoints, flops_per_token, group_by_length,
+                            learning_rate, peak_flops)
 
 VOCAB = 50
 HERE = Path(__file__).resolve().parent
@@ -170,6 +170,55 @@ def test_resume_skips_used_examples_without_loading_them(tmp_path):
     assert CountingList.loads == 4
     Trainer(tiny_model(), quiet(max_steps=4, out_dir=str(tmp_path)), data).fit(resume=True)
     assert CountingList.loads == 16  # 3 more steps of 4 examples, none loaded twice
+
+
+def test_grouping_by_length_keeps_every_example_and_cuts_the_padding():
+    rng = random.Random(0)
+    lengths = [rng.randint(3, 60) for _ in range(2000)]
+    shuffled = rng.sample(range(2000), 2000)
+    grouped = group_by_length(shuffled, lengths, batch_size=32, seed=1)
+    assert sorted(grouped) == list(range(2000))
+    assert grouped == group_by_length(shuffled, lengths, batch_size=32, seed=1)  # resumable: a pure function
+    assert grouped != group_by_length(shuffled, lengths, batch_size=32, seed=2)  # the batch order is drawn
+
+    def padded_tokens(order):
+        return sum(32 * max(lengths[i] for i in order[k:k + 32]) for k in range(0, 2000 - 31, 32))
+    real = sum(lengths[i] for i in shuffled[:2000 // 32 * 32])
+    assert padded_tokens(shuffled) > 1.7 * real and padded_tokens(grouped) < 1.1 * real
+    for k in range(0, 2000 // 32 * 32, 32):  # every full batch comes from one group of 50 batches
+        assert len({shuffled.index(i) // (32 * 50) for i in grouped[k:k + 32]}) == 1
+
+
+def test_a_run_grouped_by_length_resumes_exactly(tmp_path):
+    def varied(n, seed):
+        examples = classification_data(n, seed=seed, length=12)
+        for i, example in enumerate(examples):
+            keep = 3 + (i * 7) % 10
+            example["input_ids"], example["attention_mask"] = example["input_ids"][:keep], example["attention_mask"][:keep]
+        return examples
+
+    widths = []
+
+    def pad(examples):
+        longest = max(len(e["input_ids"]) for e in examples)
+        widths.append(longest)
+        grow = lambda t: torch.cat([t, t.new_zeros(longest - len(t))])
+        return {"input_ids": torch.stack([grow(e["input_ids"]) for e in examples]),
+                "attention_mask": torch.stack([grow(e["attention_mask"]) for e in examples]),
+                "labels": torch.stack([e["labels"] for e in examples])}
+
+    def fit(out, resume=False, **overrides):
+        torch.manual_seed(0)
+        model = tiny_model()
+        config = resume_config(out, group_by_length=True, **overrides)
+        Trainer(model, config, varied(24, 0), varied(6, 1), collate_fn=pad).fit(resume=resume)
+        return model
+
+    straight = fit(tmp_path / "a")
+    fit(tmp_path / "b", time_budget_s=1e-9)
+    resumed = fit(tmp_path / "b", resume=True)
+    assert all(torch.equal(a, b) for a, b in zip(straight.state_dict().values(), resumed.state_dict().values()))
+    assert min(widths) < max(widths)  # batches really were padded to different lengths
 
 
 def test_checkpoints_are_safetensors_and_json_and_keep_last(tmp_path):

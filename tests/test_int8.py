@@ -1,0 +1,57 @@
+"""int8 storage (minibert.int8): each weight within half a step of its row's scale, a quarter of the
+file size, the model computing as with those rounded weights, and a damaged file refused."""
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from minibert import BertConfig, BertForMaskedLM
+from minibert import int8
+
+
+def small_model():
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=128, max_position_embeddings=64)
+    return BertForMaskedLM(config).eval()
+
+
+def test_every_weight_is_within_half_a_step_of_its_row():
+    torch.manual_seed(0)
+    w = torch.randn(300, 64) * torch.logspace(-3, 1, 300)[:, None]  # rows of very different sizes
+    stored = int8.quantize({"w.weight": w, "w.bias": torch.randn(300), "ids": torch.arange(3)})
+    assert stored["w.weight"].dtype == torch.int8 and stored["w.bias"].dtype == torch.float16
+    assert torch.equal(stored["ids"], torch.arange(3))
+    scale = stored["w.weight" + int8.SCALE_SUFFIX]
+    back = int8.dequantize(stored)
+    assert set(back) == {"w.weight", "w.bias", "ids"} and back["w.weight"].dtype == torch.float32
+    error = (back["w.weight"] - w).abs()
+    assert (error <= scale[:, None] / 2 * (1 + 1e-5)).all()
+    # One scale per row keeps the small rows: one scale per tensor would round most of them to zero.
+    assert (back["w.weight"][:50] != 0).float().mean() > 0.9
+
+
+def test_a_model_saved_in_int8_is_a_quarter_of_the_size_and_computes_with_the_rounded_weights(tmp_path):
+    model = small_model()
+    model.save_pretrained(tmp_path / "fp32")
+    model.save_pretrained(tmp_path / "int8", int8_weights=True)
+    sizes = [(tmp_path / d / "model.safetensors").stat().st_size for d in ("fp32", "int8")]
+    assert sizes[1] < 0.3 * sizes[0]
+    loaded = BertForMaskedLM.from_pretrained(tmp_path / "int8")
+    rounded = BertForMaskedLM(model.config).eval()
+    rounded.load_state_dict(int8.dequantize(int8.quantize(model.state_dict())))
+    ids = torch.randint(5, 1000, (2, 20))
+    torch.testing.assert_close(loaded(ids).logits, rounded(ids).logits, atol=0, rtol=0)
+    original = model(ids).logits
+    assert (loaded(ids).logits - original).abs().max() < 0.05 * original.abs().max()
+    assert (loaded(ids).logits.argmax(-1) == original.argmax(-1)).float().mean() > 0.9
+
+
+def test_a_damaged_int8_file_is_refused_with_what_to_do(tmp_path):
+    model = small_model()
+    model.save_pretrained(tmp_path, int8_weights=True)
+    state = load_file(tmp_path / "model.safetensors")
+    name = next(k for k in state if k.endswith(int8.SCALE_SUFFIX))
+    state[name] = state[name][:-1]  # one scale short
+    save_file(state, tmp_path / "model.safetensors")
+    with pytest.raises(ValueError, match="damaged: download or export it again"):
+        BertForMaskedLM.from_pretrained(tmp_path)
