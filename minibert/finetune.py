@@ -394,15 +394,11 @@ def export_finetuned(run: Path, out: Path, dtype: str) -> Path:
     """
     import shutil
 
-    import torch
+    from .recipes import save_weights, who_loads
 
     recorded = json.loads((run / "results.json").read_text())
     task = _check_task(recorded["task"])
-    model = MODEL_CLASSES[task].from_pretrained(run)
-    if dtype == "int8":
-        model.save_pretrained(out, int8_weights=True)
-    else:
-        model.to({"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[dtype]).save_pretrained(out)
+    save_weights(MODEL_CLASSES[task].from_pretrained(run), out, dtype)
     tokenizer = BertTokenizer.from_pretrained(run)
     tokenizer.save_pretrained(out)
     shutil.copyfile(run / "results.json", out / "results.json")
@@ -414,9 +410,7 @@ def export_finetuned(run: Path, out: Path, dtype: str) -> Path:
     shown = [k for k in metrics if k != "words"]
     fmt = lambda k, v: f"{v:.2f}" if k in ("exact_match", "f1") else f"{v:.4f}"
     note = f"\n\nNote: {description['note']}.\n" if description.get("note") else ""
-    loader = ("minibert's `from_pretrained` (int8 rows with a scale each, see `minibert.int8`; "
-              "transformers cannot read them)" if dtype == "int8" else
-              f"`{MODEL_CLASSES[task].__name__}.from_pretrained` (minibert or transformers)")
+    loader = who_loads(MODEL_CLASSES[task], dtype)
     card = f"""# {out.name}
 
 {recorded['model']} fine-tuned on {task} by the course's own recipe. Weights in {dtype} ({size_mb:.1f} MB);

@@ -144,11 +144,27 @@ def export_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Arg
     return p
 
 
+def save_weights(model, out: Path, dtype: str) -> None:
+    """``save_pretrained`` in fp16, bf16, fp32 or int8 (`minibert.int8`)."""
+    import torch
+
+    if dtype == "int8":
+        model.save_pretrained(out, int8_weights=True)
+    else:
+        model.to({"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[dtype]).save_pretrained(out)
+
+
+def who_loads(model_class, dtype: str) -> str:
+    """The model card's line on what reads the weights."""
+    if dtype == "int8":
+        return ("minibert's `from_pretrained` (int8 rows with a scale each, see `minibert.int8`; transformers "
+                "cannot read them)")
+    return f"`{model_class.__name__}.from_pretrained` (minibert or transformers)"
+
+
 def export(args: argparse.Namespace) -> Path:
     """Write the shareable model folder; returns it."""
     import shutil
-
-    import torch
 
     from .train import find_checkpoints
 
@@ -163,10 +179,7 @@ def export(args: argparse.Namespace) -> Path:
     recipe = json.loads((run / "recipe.json").read_text())
     model_class = BertForMaskedLM if recipe["args"]["objective"] == "none" else BertForPreTraining
     model = model_class.from_pretrained(checkpoints[-1])
-    if args.dtype == "int8":
-        model.save_pretrained(out, int8_weights=True)
-    else:
-        model.to({"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[args.dtype]).save_pretrained(out)
+    save_weights(model, out, args.dtype)
     tokenizer = BertTokenizer.from_pretrained(run / "tokenizer")
     tokenizer.save_pretrained(out)
     for name in ("recipe.json", "history.json"):
@@ -187,9 +200,7 @@ def export(args: argparse.Namespace) -> Path:
     flags = [f"--{k.replace('_', '-')}" + ("" if v is True else " " + (" ".join(map(str, v)) if isinstance(v, list) else str(v)))
              for k, v in a.items() if v not in (None, False) and k not in ("func", "resume", "out")]
     pretrain_command = " \\\n    ".join(["minibert pretrain " + " ".join(flags), f"--out {run.as_posix()}"])
-    loader = ("minibert's `from_pretrained` (int8 rows with a scale each, see `minibert.int8`; transformers "
-              "cannot read them)" if args.dtype == "int8" else
-              f"`{model_class.__name__}.from_pretrained` (minibert or transformers)")
+    loader = who_loads(model_class, args.dtype)
     card = f"""# {out.name}
 
 A {a['preset']} ({recipe['parameters']:,} parameters) pre-trained from scratch by the course's own recipe,
