@@ -30,7 +30,12 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor |
 
 
 class BertSelfAttention(nn.Module):
-    """Project to queries, keys and values and attend with ``num_attention_heads`` heads in parallel."""
+    """Project to queries, keys and values and attend with ``num_attention_heads`` heads in parallel.
+
+    ``head_gate``, when set to a (num_heads,) tensor, multiplies each head's output: 1 everywhere
+    changes nothing, and the gradient of a loss with respect to it measures how much each head
+    matters (Michel et al. 2019), which is how heads are chosen for pruning.
+    """
 
     def __init__(self, config: BertConfig):
         super().__init__()
@@ -41,6 +46,7 @@ class BertSelfAttention(nn.Module):
         self.value = nn.Linear(config.hidden_size, config.hidden_size)
         self.dropout_p = config.attention_probs_dropout_prob
         self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
+        self.head_gate: Tensor | None = None
 
     def split_heads(self, x: Tensor) -> Tensor:
         B, T, _ = x.shape
@@ -64,6 +70,8 @@ class BertSelfAttention(nn.Module):
         else:
             context = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=mask, dropout_p=self.dropout_p if self.training else 0.0)
+        if self.head_gate is not None:
+            context = context * self.head_gate.view(1, -1, 1, 1)  # (B, nh, T, hs), one factor per head
         return self.merge_heads(context), probs
 
 
@@ -87,8 +95,42 @@ class BertAttention(nn.Module):
         super().__init__()
         self.self = BertSelfAttention(config)
         self.output = BertSelfOutput(config)
+        self.pruned_heads: set[int] = set()  # numbered as in the unpruned layer
+
+    def prune_heads(self, heads) -> None:
+        """Remove heads for good: their rows of W_Q, W_K, W_V and their columns of W_O.
+
+        The remaining heads compute exactly what they did, with fewer multiply-adds; the model's
+        ``config.pruned_heads`` records which ones went, so a saved model loads with the same shapes.
+        """
+        original = self.self.num_heads + len(self.pruned_heads)
+        remaining = [h for h in range(original) if h not in self.pruned_heads]  # original numbers, in order
+        drop = {remaining.index(h) for h in set(heads) - self.pruned_heads}     # positions now
+        if not drop:
+            return
+        if len(drop) == len(remaining):
+            raise ValueError("cannot prune every head of a layer; keep at least one")
+        hs = self.self.head_dim
+        keep = torch.tensor([i * hs + d for i in range(len(remaining)) if i not in drop for d in range(hs)])
+        for name in ("query", "key", "value"):
+            setattr(self.self, name, _select(getattr(self.self, name), keep, dim=0))
+        self.output.dense = _select(self.output.dense, keep, dim=1)
+        self.self.num_heads -= len(drop)
+        self.pruned_heads |= set(heads)
+
 
     def forward(self, hidden: Tensor, mask: Tensor | None = None,
                 output_attentions: bool = False) -> tuple[Tensor, Tensor | None]:
         context, probs = self.self(hidden, mask, output_attentions)
         return self.output(context, hidden), probs
+
+
+def _select(linear: nn.Linear, index: Tensor, dim: int) -> nn.Linear:
+    """A copy of ``linear`` keeping the output features (dim 0) or input features (dim 1) in ``index``."""
+    weight = linear.weight.detach().index_select(dim, index)
+    bias = linear.bias.detach()[index] if dim == 0 else linear.bias.detach()
+    new = nn.Linear(weight.size(1), weight.size(0)).to(weight.device, weight.dtype)
+    with torch.no_grad():
+        new.weight.copy_(weight)
+        new.bias.copy_(bias)
+    return new

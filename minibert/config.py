@@ -6,7 +6,7 @@ unchanged and a minibert config is readable by transformers.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 # (layers L, hidden H, heads A). BASE and LARGE are from Devlin et al. 2018; the small ones from
@@ -19,6 +19,16 @@ PRESETS: dict[str, tuple[int, int, int]] = {
     "bert-base": (12, 768, 12),
     "bert-large": (24, 1024, 16),
 }
+
+# ALBERT (Lan et al. 2019, Table 1): BERT's shapes with a factorised embedding (E = 128), one set of
+# layer weights shared by every layer, and a 30,000-piece vocabulary. xxlarge has 64 heads of 64.
+ALBERT_PRESETS: dict[str, tuple[int, int, int]] = {
+    "albert-base": (12, 768, 12),
+    "albert-large": (24, 1024, 16),
+    "albert-xlarge": (24, 2048, 16),
+    "albert-xxlarge": (12, 4096, 64),
+}
+ALBERT_SIZES = dict(vocab_size=30000, embedding_size=128, share_layers=True)
 
 
 @dataclass
@@ -38,6 +48,13 @@ class BertConfig:
     pad_token_id: int = 0
     num_labels: int = 2
     classifier_dropout: float | None = None
+    # ALBERT's two parameter savings; the defaults are BERT. embedding_size E < H factorises the
+    # V × H embedding into V × E + E × H; share_layers runs one layer's weights num_hidden_layers times.
+    embedding_size: int | None = None
+    share_layers: bool = False
+    # Heads removed by pruning, {layer: [head, ...]}; the model is built without them. (The field of
+    # transformers 4; transformers 5 dropped pruning, so pruned checkpoints load in minibert only.)
+    pruned_heads: dict[int, list[int]] = field(default_factory=dict)
 
     def __post_init__(self):
         self.validate()
@@ -45,6 +62,11 @@ class BertConfig:
     @property
     def head_dim(self) -> int:
         return self.hidden_size // self.num_attention_heads
+
+    @property
+    def embedding_dim(self) -> int:
+        """E: the width of the token embeddings (H in BERT, 128 in ALBERT)."""
+        return self.embedding_size or self.hidden_size
 
     def validate(self) -> None:
         """Fail early, with the fix in the message, instead of a shape error deep in a matmul."""
@@ -65,18 +87,31 @@ class BertConfig:
                 raise ValueError(f"BertConfig.{name} must be in [0, 1), got {p}")
         if self.hidden_act not in ACTIVATIONS:
             raise ValueError(f"hidden_act {self.hidden_act!r} is not supported; use one of {sorted(ACTIVATIONS)}")
+        if self.embedding_size is not None and (not isinstance(self.embedding_size, int) or self.embedding_size < 1):
+            raise ValueError(f"BertConfig.embedding_size must be a positive integer or None (= hidden_size), "
+                             f"got {self.embedding_size!r}")
+        self.pruned_heads = {int(layer): sorted({int(h) for h in heads}) for layer, heads in self.pruned_heads.items()}
+        for layer, heads in self.pruned_heads.items():
+            if not 0 <= layer < self.num_hidden_layers or not all(0 <= h < self.num_attention_heads for h in heads):
+                raise ValueError(f"pruned_heads {{{layer}: {heads}}} names a layer or head that does not exist "
+                                 f"({self.num_hidden_layers} layers of {self.num_attention_heads} heads)")
+            if len(heads) == self.num_attention_heads:
+                raise ValueError(f"pruned_heads would remove every head of layer {layer}; keep at least one")
+        if self.pruned_heads and self.share_layers:
+            raise ValueError("pruned_heads and share_layers do not go together: shared layers share their heads")
         if not 0 <= self.pad_token_id < self.vocab_size:
             raise ValueError(f"pad_token_id {self.pad_token_id} is outside the vocabulary (size {self.vocab_size})")
 
     @classmethod
     def from_preset(cls, name: str, **overrides) -> "BertConfig":
-        """A named size from the papers, e.g. ``BertConfig.from_preset("bert-tiny", vocab_size=8000)``."""
+        """A named size from the papers, e.g. ``BertConfig.from_preset("bert-tiny", vocab_size=8000)``
+        or ``BertConfig.from_preset("albert-base")``."""
         key = name.lower().removeprefix("google/")
-        if key not in PRESETS:
-            raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
-        layers, hidden, heads = PRESETS[key]
+        if key not in PRESETS and key not in ALBERT_PRESETS:
+            raise ValueError(f"unknown preset {name!r}; choose one of {', '.join([*PRESETS, *ALBERT_PRESETS])}")
+        layers, hidden, heads = PRESETS.get(key) or ALBERT_PRESETS[key]
         sizes = dict(num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=heads,
-                     intermediate_size=4 * hidden)
+                     intermediate_size=4 * hidden, **(ALBERT_SIZES if key in ALBERT_PRESETS else {}))
         return cls(**{**sizes, **overrides})
 
     def replace(self, **changes) -> "BertConfig":
@@ -84,7 +119,15 @@ class BertConfig:
 
     # --- the Hugging Face config.json -------------------------------------------------------
     def to_dict(self) -> dict:
-        return {"model_type": "bert", "architectures": ["BertModel"], **asdict(self)}
+        """A BERT's config.json. ALBERT's fields and pruned heads appear only when used: transformers'
+        BertModel cannot build such a model, and a plain BERT's file stays exactly what it reads."""
+        data = asdict(self)
+        for name in ("embedding_size", "share_layers", "pruned_heads"):
+            if not data[name]:
+                del data[name]
+        if self.pruned_heads:
+            data["pruned_heads"] = {str(layer): heads for layer, heads in self.pruned_heads.items()}
+        return {"model_type": "bert", "architectures": ["BertModel"], **data}
 
     @classmethod
     def from_dict(cls, data: dict) -> "BertConfig":

@@ -20,23 +20,25 @@ IGNORE_INDEX = -100  # cross_entropy's default ignore_index: unmasked tokens, pa
 
 
 class BertPredictionHeadTransform(nn.Module):
+    """H → E (= H in BERT), GELU, LayerNorm: back to the width of the tied word embeddings."""
+
     def __init__(self, config: BertConfig):
         super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dense = nn.Linear(config.hidden_size, config.embedding_dim)
         self.act = ACT2FN[config.hidden_act]
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.LayerNorm = nn.LayerNorm(config.embedding_dim, eps=config.layer_norm_eps)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.LayerNorm(self.act(self.dense(x)))
 
 
 class BertLMPredictionHead(nn.Module):
-    """Scores over the vocabulary; ``decoder.weight`` is tied to the word embeddings (V × H)."""
+    """Scores over the vocabulary; ``decoder.weight`` is tied to the word embeddings (V × E)."""
 
     def __init__(self, config: BertConfig):
         super().__init__()
         self.transform = BertPredictionHeadTransform(config)
-        self.decoder = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.decoder = nn.Linear(config.embedding_dim, config.vocab_size, bias=False)
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
 
     def forward(self, x: Tensor) -> Tensor:

@@ -67,15 +67,31 @@ class BertLayer(nn.Module):
 
 
 class BertEncoder(nn.Module):
+    """L layers in a row. ALBERT's options: an E → H projection of the embeddings first (named as in
+    transformers' ALBERT), and ``share_layers``: one layer's weights applied L times."""
+
     def __init__(self, config: BertConfig):
         super().__init__()
-        self.layer = nn.ModuleList(BertLayer(config) for _ in range(config.num_hidden_layers))
+        self.config = config
+        if config.embedding_dim != config.hidden_size:
+            self.embedding_hidden_mapping_in = nn.Linear(config.embedding_dim, config.hidden_size)
+        distinct = 1 if config.share_layers else config.num_hidden_layers
+        self.layer = nn.ModuleList(BertLayer(config) for _ in range(distinct))
+        for index, heads in config.pruned_heads.items():
+            self.layer[index].attention.prune_heads(heads)
+
+    @property
+    def layers(self) -> list[BertLayer]:
+        """The layers in the order they run: L of them, the same module L times when shared."""
+        return list(self.layer) * self.config.num_hidden_layers if self.config.share_layers else list(self.layer)
 
     def forward(self, hidden: Tensor, mask: Tensor | None = None, output_attentions: bool = False,
                 output_hidden_states: bool = False) -> BaseModelOutput:
+        if hasattr(self, "embedding_hidden_mapping_in"):
+            hidden = self.embedding_hidden_mapping_in(hidden)  # (B, T, E) -> (B, T, H)
         all_hidden = [hidden] if output_hidden_states else None
         all_attentions = [] if output_attentions else None
-        for layer in self.layer:
+        for layer in self.layers:
             hidden, probs = layer(hidden, mask, output_attentions)
             if output_hidden_states:
                 all_hidden.append(hidden)
@@ -155,6 +171,18 @@ class BertModel(BertPreTrainedModel):
         out = self.encoder(hidden, mask, output_attentions, output_hidden_states)
         out.pooler_output = self.pooler(out.last_hidden_state) if self.pooler is not None else None
         return out
+
+    def prune_heads(self, heads_by_layer: dict[int, list[int]]) -> None:
+        """Remove attention heads, e.g. ``{0: [1, 3], 5: [0]}`` (heads numbered as in the unpruned
+        model); recorded in ``config.pruned_heads`` so that save/load rebuilds the same shapes."""
+        if self.config.share_layers:
+            raise ValueError("heads of shared layers cannot be pruned one layer at a time")
+        heads_by_layer = {int(layer): list(heads) for layer, heads in heads_by_layer.items()}
+        merged = {layer: sorted(set(self.config.pruned_heads.get(layer, [])) | set(map(int, heads)))
+                  for layer, heads in {**self.config.pruned_heads, **heads_by_layer}.items()}
+        self.config.pruned_heads = self.config.replace(pruned_heads=merged).pruned_heads  # validated
+        for layer, heads in heads_by_layer.items():
+            self.encoder.layer[int(layer)].attention.prune_heads(heads)
 
     def check_inputs(self, input_ids: Tensor, attention_mask: Tensor | None,
                      token_type_ids: Tensor | None) -> None:

@@ -529,7 +529,8 @@ class Trainer:
                 n = len(batch["input_ids"])
                 values = {"loss": outputs.loss, **(self.metrics_fn(outputs, batch) if self.metrics_fn else {})}
                 for name, value in values.items():
-                    totals[name] = totals.get(name, 0.0) + float(value) * n
+                    if value is not None:  # no loss without every label (MLM+NSP model, MLM-only data)
+                        totals[name] = totals.get(name, 0.0) + float(value) * n
                 examples += n
         self.model.train()
         sums = torch.tensor([examples, *totals.values()], dtype=torch.float64, device=self.device)
