@@ -23,7 +23,7 @@ import os
 import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import torch
@@ -50,9 +50,8 @@ EVAL_RATE, EVAL_SEED = 0.15, 1234
 
 
 @dataclass
-class AblationSetup:
-    """Everything that is the same in every run of the grid, as plain data (stored with the results)."""
-    preset: str = "bert-tiny"
+class GridSetup:
+    """Everything that is the same in every run of a grid, as plain data (stored with the results)."""
     vocab_size: int = 4000
     corpus: tuple[str, ...] = ("wikitext2_raw/wiki.valid.raw",)
     eval_corpus: tuple[str, ...] = ("wikitext2_raw/wiki.test.raw",)
@@ -61,11 +60,20 @@ class AblationSetup:
     steps: int = 300
     batch_size: int = 32
     lr: float = 2e-3
-    probe_sentences: int | None = None  # per split of UD EWT (dev to fit, test to score); None: all ~2,000
     device: str = "auto"
 
     def __post_init__(self):
         self.corpus, self.eval_corpus = tuple(self.corpus), tuple(self.eval_corpus)
+
+
+@dataclass
+class AblationSetup(GridSetup):
+    """The masking grid's setup: one model size, and the probe's data."""
+    preset: str = "bert-tiny"
+    probe_sentences: int | None = None  # per split of UD EWT (dev to fit, test to score); None: all ~2,000
+
+    def __post_init__(self):
+        super().__post_init__()
         if self.preset not in PRESETS:
             raise ValueError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
 
@@ -91,15 +99,17 @@ def masking_grid(strategies=tuple(STRATEGIES), rates=RATES, seeds=(0, 1, 2)) -> 
 
 
 @dataclass
-class MaskingAblation:
-    """Prepares the shared pieces once (tokenizer, packed text, eval set, probe data), then runs a grid.
+class PretrainingGrid:
+    """What every grid of small pre-training runs shares: the pieces prepared once (a tokenizer
+    trained on the corpus, the packed training text, the held-out fill-in-the-blank set), and a
+    results file written as each run finishes, so that an interrupted grid goes on where it stopped.
 
-    >>> ablation = MaskingAblation(AblationSetup(steps=300), "results/masking.json")
-    >>> results = ablation.run(masking_grid(seeds=(0, 1)))
+    Subclasses say what one run is (``run_one``) and what the numbers mean (``measure_references``).
     """
-    setup: AblationSetup = field(default_factory=AblationSetup)
+    setup: GridSetup
     results_path: str | os.PathLike | None = None
     command: str | None = None  # how the results file was made, stored with it
+    progress_label = "pre-training runs"
 
     def __post_init__(self):
         s = self.setup
@@ -110,39 +120,30 @@ class MaskingAblation:
         self.eval_data = build_pretraining_data(self.tokenizer, list(s.eval_corpus), "none", s.max_seq_len,
                                                 masking=fill_in_the_blank, static_masking=True, seed=EVAL_SEED)
         self.eval_data.examples = self.eval_data.examples[:s.eval_examples]
-        self.probe_train, self.probe_test = ([[(w.form, w.upos) for w in sentence.words] for sentence in
-                                              load_ud_english_ewt(split)[:s.probe_sentences]]
-                                             for split in ("dev", "test"))
         self.results, self.references = self._load()
         if self.references is None:
             self.references = self.measure_references()
 
     def measure_references(self) -> dict[str, float]:
-        """What the grid's numbers mean: the same measurements for models that learned nothing.
+        return {"unigram_loss": self.unigram_loss()}
 
-        ``unigram_loss``: held-out MLM loss of always predicting the training text's token
-        frequencies, the plateau a model sits on before it reads context. ``untrained_*``: a
-        randomly initialised model (seed 0). ``majority_probe_accuracy``: each word's most frequent tag.
-        """
+    def unigram_loss(self) -> float:
+        """Held-out MLM loss of always predicting the training text's token frequencies: the plateau
+        a model sits on before it reads context."""
         counts = torch.bincount(torch.tensor([i for e in self.examples for i in e["input_ids"]]),
                                 minlength=self.tokenizer.vocab_size).double()
         log_frequency = (counts.clamp_min(1) / counts.sum()).log()
         labels = torch.tensor([y for e in self.eval_data.examples for y in e["labels"] if y != -100])
-        torch.manual_seed(0)
-        untrained = BertForMaskedLM(self._model_config())
-        trainer = Trainer(untrained, TrainConfig(max_steps=1, device=self.setup.device, progress=False,
-                                                       batch_size=min(self.setup.batch_size, len(self.eval_data))),
+        return -log_frequency[labels].mean().item()
+
+    def evaluate(self, model) -> dict[str, float]:
+        """Held-out MLM loss and accuracy at the masked positions, the same test for every model."""
+        trainer = Trainer(model, TrainConfig(max_steps=1, device=self.setup.device, progress=False,
+                                             batch_size=min(self.setup.batch_size, len(self.eval_data))),
                           eval_data=self.eval_data, train_data=self.eval_data,
                           collate_fn=self.eval_data.collate, metrics_fn=pretraining_metrics)
-        untrained_mlm = trainer.evaluate()
-        probe = tagging_probe(untrained, self.tokenizer, self.probe_train, self.probe_test)
-        return {"unigram_loss": -log_frequency[labels].mean().item(), "untrained_mlm_loss": untrained_mlm["eval_loss"],
-                "untrained_probe_accuracy": probe["accuracy"], "majority_probe_accuracy": probe["majority_accuracy"]}
-
-    def _model_config(self) -> BertConfig:
-        s = self.setup
-        return BertConfig.from_preset(s.preset, vocab_size=self.tokenizer.vocab_size,
-                                      max_position_embeddings=max(512, s.max_seq_len))
+        metrics = trainer.evaluate()
+        return {"mlm_loss": metrics["eval_mlm_loss"], "mlm_accuracy": metrics["eval_mlm_accuracy"]}
 
     def _load(self) -> tuple[list[dict], dict | None]:
         if self.results_path is None or not Path(self.results_path).exists():
@@ -163,16 +164,55 @@ class MaskingAblation:
         with atomic_path(self.results_path) as tmp:
             Path(tmp).write_text(json.dumps(payload, indent=1) + "\n")
 
-    def run(self, runs: list[Run], progress: bool = True) -> list[dict]:
+    def run(self, runs: list, progress: bool = True) -> list[dict]:
         """Run what is not in the results yet; returns the results of ``runs`` (in their order)."""
         done = {r["key"]: r for r in self.results}
         todo = [run for run in runs if run.key not in done]
-        for run in tqdm(todo, desc="ablation runs", disable=not progress or not todo):
+        for run in tqdm(todo, desc=self.progress_label, disable=not progress or not todo):
             result = self.run_one(run)
             self.results.append(result)
             done[run.key] = result
             self._save()
         return [done[run.key] for run in runs]
+
+    def run_one(self, run) -> dict:
+        raise NotImplementedError
+
+
+@dataclass
+class MaskingAblation(PretrainingGrid):
+    """Prepares the shared pieces once (tokenizer, packed text, eval set, probe data), then runs a grid.
+
+    >>> ablation = MaskingAblation(AblationSetup(steps=300), "results/masking.json")
+    >>> results = ablation.run(masking_grid(seeds=(0, 1)))
+    """
+    setup: AblationSetup = field(default_factory=AblationSetup)
+    progress_label = "ablation runs"
+
+    def __post_init__(self):
+        s = self.setup
+        self.probe_train, self.probe_test = ([[(w.form, w.upos) for w in sentence.words] for sentence in
+                                              load_ud_english_ewt(split)[:s.probe_sentences]]
+                                             for split in ("dev", "test"))
+        super().__post_init__()
+
+    def measure_references(self) -> dict[str, float]:
+        """What the grid's numbers mean: the same measurements for models that learned nothing.
+
+        ``unigram_loss``: see ``PretrainingGrid.unigram_loss``. ``untrained_*``: a randomly
+        initialised model (seed 0). ``majority_probe_accuracy``: each word's most frequent tag.
+        """
+        torch.manual_seed(0)
+        untrained = BertForMaskedLM(self._model_config())
+        untrained_mlm = self.evaluate(untrained)
+        probe = tagging_probe(untrained, self.tokenizer, self.probe_train, self.probe_test)
+        return {"unigram_loss": self.unigram_loss(), "untrained_mlm_loss": untrained_mlm["mlm_loss"],
+                "untrained_probe_accuracy": probe["accuracy"], "majority_probe_accuracy": probe["majority_accuracy"]}
+
+    def _model_config(self) -> BertConfig:
+        s = self.setup
+        return BertConfig.from_preset(s.preset, vocab_size=self.tokenizer.vocab_size,
+                                      max_position_embeddings=max(512, s.max_seq_len))
 
     def run_one(self, run: Run) -> dict:
         """Pre-train one model with this masking from this seed, then measure it."""
@@ -285,6 +325,14 @@ def experiment_parser(parser: argparse.ArgumentParser | None = None) -> argparse
     add("--rates", nargs="+", type=float, default=list(RATES), help="masking rates run with 80/10/10 (default 0.15 0.3 0.45)")
     add("--seeds", nargs="+", type=int, default=[0, 1, 2], help="seeds per configuration (default 0 1 2)")
     add("--preset", default=defaults.preset, choices=list(PRESETS), help=f"model size (default {defaults.preset})")
+    add("--probe-sentences", type=int, help="UD EWT sentences per probe split (default: all)")
+    add_grid_flags(p)
+    return p
+
+
+def add_grid_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags of `GridSetup`, shared by every pre-training grid (``grid_setup`` reads them back)."""
+    defaults, add = GridSetup(), parser.add_argument
     add("--vocab-size", type=int, default=defaults.vocab_size, help=f"WordPiece vocabulary trained on the corpus (default {defaults.vocab_size})")
     add("--corpus", nargs="+", default=list(defaults.corpus), help="training text (see minibert pretrain --help)")
     add("--eval-corpus", nargs="+", default=list(defaults.eval_corpus), help="held-out text for the MLM test")
@@ -293,17 +341,17 @@ def experiment_parser(parser: argparse.ArgumentParser | None = None) -> argparse
     add("--steps", type=int, default=defaults.steps, help=f"optimizer updates per run (default {defaults.steps})")
     add("--batch-size", type=int, default=defaults.batch_size, help=f"sequences per update (default {defaults.batch_size})")
     add("--lr", type=float, default=defaults.lr, help=f"peak learning rate (default {defaults.lr})")
-    add("--probe-sentences", type=int, help="UD EWT sentences per probe split (default: all)")
     add("--device", default="auto", help="auto, cpu, cuda, mps")
-    return p
+
+
+def grid_setup(args: argparse.Namespace) -> dict:
+    """The `GridSetup` fields from parsed ``add_grid_flags`` flags."""
+    return {f.name: getattr(args, f.name) for f in fields(GridSetup)}
 
 
 def experiment(args: argparse.Namespace, command: str | None = None) -> Path:
     """Run the grid the flags describe; ``command``: the command line, recorded in the results file."""
-    setup = AblationSetup(preset=args.preset, vocab_size=args.vocab_size, corpus=args.corpus,
-                          eval_corpus=args.eval_corpus, eval_examples=args.eval_examples, max_seq_len=args.max_seq_len,
-                          steps=args.steps, batch_size=args.batch_size, lr=args.lr,
-                          probe_sentences=args.probe_sentences, device=args.device)
+    setup = AblationSetup(preset=args.preset, probe_sentences=args.probe_sentences, **grid_setup(args))
     ablation = MaskingAblation(setup, args.out, command)
     runs = ablation.run(masking_grid(args.strategies, args.rates, args.seeds))
     print(table(runs))

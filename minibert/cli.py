@@ -6,8 +6,11 @@
     minibert finetune TASK --model M --out DIR  fine-tune on sst2, squad or pos (minibert finetune --help)
     minibert evaluate TASK --model DIR          score a fine-tuned model on its held-out data
     minibert experiment masking --out FILE      the masking ablation of notebook 05
-    minibert release [--out release]            student versions of the notebooks (nbgrader)
+    minibert experiment beyond-bert --out FILE  BERT/RoBERTa/ALBERT on one budget and a small Table 6 (notebook 09)
+    minibert release [--out release]            student versions of the notebooks (nbgrader) and their zip
     minibert autograde SUBMISSION_DIR           grade a folder of filled-in notebooks
+    minibert slides [NOTEBOOKS...] [--out DIR]  reveal.js slides of the notebooks, offline (default: slides/)
+    minibert slides annotate NOTEBOOKS...       write slide metadata into the cells not annotated before
 """
 import importlib
 import shlex
@@ -34,16 +37,19 @@ def main(argv: list[str] | None = None) -> int:
         module = importlib.import_module(f".{module}", __package__)
         return _run(lambda: getattr(module, function)(getattr(module, parser)().parse_args(rest)), label)
     if command == "experiment":
-        if rest[:1] != ["masking"]:
-            print("usage: minibert experiment masking --out FILE [options] (the only experiment so far; "
-                  "see minibert experiment masking --help)", file=sys.stderr)
+        if rest[:1] not in (["masking"], ["beyond-bert"]):
+            print("usage: minibert experiment masking|beyond-bert --out FILE [options] "
+                  "(see minibert experiment masking --help)", file=sys.stderr)
             return 2
-        from .ablation import experiment, experiment_parser
+        module = importlib.import_module(".ablation" if rest[0] == "masking" else ".beyond_bert", __package__)
         command_line = shlex.join(["minibert", "experiment", *rest])  # stored with the results
-        return _run(lambda: experiment(experiment_parser().parse_args(rest[1:]), command=command_line), None)
+        return _run(lambda: module.experiment(module.experiment_parser().parse_args(rest[1:]), command=command_line), None)
     if command in ("release", "autograde"):
         from .grading import main as run
         return run([command, *rest]) or 0
+    if command == "slides":
+        from .slides import main as run
+        return run(rest if rest[:1] == ["annotate"] else ["build", *rest]) or 0
     print(f"unknown command {command!r}\n{__doc__}", file=sys.stderr)
     return 2
 

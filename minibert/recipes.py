@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch.nn.functional as F
 
-from .config import PRESETS, BertConfig
+from .config import ALBERT_PRESETS, PRESETS, BertConfig
 from .heads import BertForMaskedLM, BertForPreTraining
 from .pretraining import MLMMasking, build_pretraining_data, load_documents
 from .tokenizer import BertTokenizer
@@ -30,7 +30,9 @@ def pretrain_parser(parser: argparse.ArgumentParser | None = None) -> argparse.A
                 "--time-budget 600 --out runs/bert-mini")
     add = p.add_argument
     add("--out", required=True, help="output folder: checkpoints (step-N/), the tokenizer, history.json, recipe.json")
-    add("--preset", default="bert-tiny", choices=list(PRESETS), help="model size (default: bert-tiny)")
+    add("--preset", default="bert-tiny", choices=[*PRESETS, *ALBERT_PRESETS],
+        help="model size (default: bert-tiny); albert-* factorise the embedding and share one layer's "
+             "weights (ALBERT; pair them with --objective sop)")
     add("--corpus", nargs="+", default=["wikitext2_raw/wiki.valid.raw"],
         help="training text: dataset names of minibert.data (wikitext2_raw, gutenberg, state_union, ...), "
              "DATASET/FILE, or paths to .txt files / folders (default: wikitext2_raw/wiki.valid.raw)")
@@ -201,6 +203,15 @@ def export(args: argparse.Namespace) -> Path:
              for k, v in a.items() if v not in (None, False) and k not in ("func", "resume", "out")]
     pretrain_command = " \\\n    ".join(["minibert pretrain " + " ".join(flags), f"--out {run.as_posix()}"])
     loader = who_loads(model_class, args.dtype)
+    pairs = a["objective"] != "none"
+    task = {"nsp": " + next sentence prediction", "sop": " + sentence-order prediction",
+            "none": " alone, on packed full sentences (RoBERTa)"}[a["objective"]]
+    sentence_task = a["objective"].upper()
+    columns = ["masked-LM loss", "masked-LM accuracy"] + ([f"{sentence_task} loss", f"{sentence_task} accuracy"] if pairs else [])
+    values = [f"{held_out['eval_mlm_loss']:.3f}", f"{held_out['eval_mlm_accuracy']:.1%}"]
+    if pairs:
+        values += [f"{held_out['eval_nsp_loss']:.3f}", f"{held_out['eval_nsp_accuracy']:.1%}"]
+    unit = "sequence pairs" if pairs else "sequences"
     card = f"""# {out.name}
 
 A {a['preset']} ({recipe['parameters']:,} parameters) pre-trained from scratch by the course's own recipe,
@@ -212,16 +223,16 @@ so that the notebooks have a masked-LM model that works offline. Weights in {arg
 {pretrain_command}
 minibert export {run.as_posix()} --out {out.as_posix()} --dtype {args.dtype}
 ```
-Training text: {', '.join(a['corpus'])} ({recipe['train_examples']:,} sequence pairs of up to {a['max_seq_len']} tokens);
+Training text: {', '.join(a['corpus'])} ({recipe['train_examples']:,} {unit} of up to {a['max_seq_len']} tokens);
 held-out text: {', '.join(a['eval_corpus'])}. Objective: MLM ({a['mlm_probability']:.0%}, MASK/SAME/RND
-{'/'.join(f'{x:.0%}' for x in a['mask_same_rnd'])}) + {a['objective'].upper()}. {recipe['step']:,} steps of
+{'/'.join(f'{x:.0%}' for x in a['mask_same_rnd'])}){task}. {recipe['step']:,} steps of
 {a['batch_size']} sequences, peak learning rate {a['lr']:g}, on {recipe['device']} in {recipe['precision']}:
 {recipe['seconds_this_run'] / 60:.0f} minutes (of the last `minibert pretrain` call, if the run was resumed).
 
-## Held-out figures (the exported weights, loaded back; {len(eval_data):,} held-out pairs)
-| masked-LM loss | masked-LM accuracy | {a['objective'].upper()} loss | {a['objective'].upper()} accuracy |
-|---|---|---|---|
-| {held_out['eval_mlm_loss']:.3f} | {held_out['eval_mlm_accuracy']:.1%} | {held_out.get('eval_nsp_loss', float('nan')):.3f} | {held_out.get('eval_nsp_accuracy', float('nan')):.1%} |
+## Held-out figures (the exported weights, loaded back; {len(eval_data):,} held-out {unit})
+| {' | '.join(columns)} |
+|{'---|' * len(columns)}
+| {' | '.join(values)} |
 
 `history.json` holds the training curve, `recipe.json` every setting and the time it took.
 """

@@ -9,6 +9,7 @@ import transformers
 import minibert
 from minibert.cli import main
 from minibert.ablation import experiment_parser
+from minibert.beyond_bert import experiment_parser as beyond_bert_parser
 from minibert.recipes import export_parser, pretrain_parser
 
 pytestmark = pytest.mark.skipif(not os.environ.get("MINIBERT_DATA_MIRROR") and not os.environ.get("CI"),
@@ -80,6 +81,23 @@ def test_export_halves_the_weights_and_measures_what_it_ships(tmp_path, eval_tex
     assert "no finished minibert pretrain run" in capsys.readouterr().err
 
 
+def test_roberta_style_run_exports_a_masked_lm_with_an_mlm_only_card(tmp_path, eval_text):
+    torch.set_num_threads(1)
+    assert run(tmp_path / "run", "--steps", "2", "--objective", "none", "--eval-corpus", eval_text) == 0
+    assert main(["export", str(tmp_path / "run"), "--out", str(tmp_path / "model")]) == 0
+    card = (tmp_path / "model" / "README.md").read_text()
+    assert "| masked-LM loss | masked-LM accuracy |\n|---|---|\n" in card and "nan" not in card
+    assert "alone, on packed full sentences" in card and "sequences of up to 32 tokens" in card
+    assert minibert.BertForMaskedLM.from_pretrained(tmp_path / "model").config.vocab_size <= 600
+
+
+def test_albert_presets_pretrain_with_sentence_order_prediction(tmp_path):
+    torch.set_num_threads(1)
+    assert run(tmp_path / "run", "--steps", "1", "--preset", "albert-base", "--objective", "sop", "--eval-corpus") == 0
+    config = minibert.BertConfig.load(tmp_path / "run" / "step-000001" / "config.json")
+    assert config.share_layers and config.embedding_size == 128 and config.num_hidden_layers == 12
+
+
 def test_time_budget_then_resume_reaches_the_step_count(tmp_path, eval_text):
     torch.set_num_threads(1)
     out = tmp_path / "run"
@@ -90,7 +108,7 @@ def test_time_budget_then_resume_reaches_the_step_count(tmp_path, eval_text):
     assert sorted(p.name for p in out.glob("step-*"))[-1] == "step-000008"
 
 
-@pytest.mark.parametrize("make_parser", [pretrain_parser, export_parser, experiment_parser])
+@pytest.mark.parametrize("make_parser", [pretrain_parser, export_parser, experiment_parser, beyond_bert_parser])
 def test_every_flag_is_documented(make_parser):
     parser = make_parser()
     undocumented = [a.dest for a in parser._actions if not a.help]

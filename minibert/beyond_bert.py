@@ -1,0 +1,184 @@
+"""BERT's successors and BERT's sizes, pre-trained on the same budget: the experiment of notebook 09.
+
+Two questions, one grid of small pre-training runs (same text, same number of updates, same seeds),
+each model measured with notebook 05's held-out fill-in-the-blank test:
+
+- **objectives** (at one size): BERT (MLM + next sentence prediction on sentence pairs, masks drawn
+  once), RoBERTa (Liu et al. 2019: MLM alone on packed full sentences, masks drawn anew for every
+  batch) and ALBERT (Lan et al. 2019: MLM + sentence-order prediction, a factorised embedding
+  E = H/2 and one layer's weights shared by every layer);
+- **sizes** (BERT's objective): layers L, hidden size H and heads A against held-out MLM loss, a
+  small version of the paper's Table 6.
+
+Runs go to a JSON results file as each finishes, and an interrupted grid goes on where it stopped
+(`minibert experiment beyond-bert`), as for the masking ablation.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from .ablation import GridSetup, PretrainingGrid, add_grid_flags, grid_setup
+from .config import BertConfig
+from .heads import BertForMaskedLM, BertForPreTraining
+from .pretraining import MLMMasking, PretrainingDataset, build_pretraining_data, mask_statically
+from .recipes import pretraining_metrics
+from .train import TrainConfig, Trainer
+
+# name -> (sentence task, masks drawn once, what the model changes)
+VARIANTS = {"BERT": ("nsp", True, {}),
+            "RoBERTa": ("none", False, {}),
+            "ALBERT": ("sop", False, {"share_layers": True, "embedding_ratio": 0.5})}
+# Devlin et al. Table 6: (L, H, A) -> held-out masked LM perplexity, MNLI-m, MRPC, SST-2 dev accuracy.
+PAPER_TABLE6 = {(3, 768, 12): (5.84, 77.9, 79.8, 88.4), (6, 768, 3): (5.24, 80.6, 82.2, 90.7),
+                (6, 768, 12): (4.68, 81.9, 84.8, 91.3), (12, 768, 12): (3.99, 84.4, 86.7, 92.9),
+                (12, 1024, 16): (3.54, 85.7, 86.9, 93.3), (24, 1024, 16): (3.23, 86.6, 87.8, 93.7)}
+SIZES = ((1, 128, 2), (2, 128, 2), (4, 128, 2), (2, 256, 4))
+COMPARED_AT = (2, 128, 2)  # the size at which the three objectives are compared (bert-tiny)
+
+
+@dataclass(frozen=True)
+class Run:
+    variant: str
+    size: tuple[int, int, int]  # (L, H, A)
+    seed: int
+
+    @property
+    def key(self) -> str:
+        L, H, A = self.size
+        return f"{self.variant}-L{L}-H{H}-A{A}-seed{self.seed}"
+
+
+def comparison_grid(sizes=SIZES, variants=tuple(VARIANTS), seeds=(0, 1)) -> list[Run]:
+    """Every size with BERT's objective, and every variant at ``COMPARED_AT``, for each seed."""
+    for name in variants:
+        if name not in VARIANTS:
+            raise ValueError(f"unknown variant {name!r}; choose among {', '.join(VARIANTS)}")
+    configs = [("BERT", tuple(size)) for size in sizes]
+    configs += [(v, COMPARED_AT) for v in variants if (v, COMPARED_AT) not in configs]
+    return [Run(v, size, seed) for v, size in configs for seed in seeds]
+
+
+@dataclass
+class ModelComparison(PretrainingGrid):
+    """>>> comparison = ModelComparison(GridSetup(steps=800), "results/09_beyond_bert.json")
+    >>> results = comparison.run(comparison_grid())"""
+    setup: GridSetup = field(default_factory=GridSetup)
+
+    def __post_init__(self):
+        self._pairs = {}  # sentence task -> its examples, built once
+        super().__post_init__()
+
+    def model_config(self, run: Run) -> BertConfig:
+        L, H, A = run.size
+        extra = dict(VARIANTS[run.variant][2])
+        ratio = extra.pop("embedding_ratio", None)
+        if ratio is not None:
+            extra["embedding_size"] = int(H * ratio)
+        return BertConfig(vocab_size=self.tokenizer.vocab_size, num_hidden_layers=L, hidden_size=H,
+                          num_attention_heads=A, intermediate_size=4 * H,
+                          max_position_embeddings=max(512, self.setup.max_seq_len), **extra)
+
+    def _examples(self, objective: str) -> list[dict]:
+        if objective == "none":
+            return self.examples
+        if objective not in self._pairs:
+            s = self.setup
+            self._pairs[objective] = build_pretraining_data(self.tokenizer, list(s.corpus), objective,
+                                                            s.max_seq_len).examples
+        return self._pairs[objective]
+
+    def run_one(self, run: Run) -> dict:
+        """Pre-train one model of this variant and size from this seed, then measure it."""
+        s = self.setup
+        objective, static, _ = VARIANTS[run.variant]
+        masking = MLMMasking(self.tokenizer)
+        examples = self._examples(objective)
+        if static:
+            examples = mask_statically(examples, masking, seed=run.seed)
+        train_data = PretrainingDataset(examples, masking)
+        torch.manual_seed(run.seed)
+        model = (BertForMaskedLM if objective == "none" else BertForPreTraining)(self.model_config(run))
+        config = TrainConfig(max_steps=s.steps, batch_size=s.batch_size, lr=s.lr, device=s.device,
+                             progress=False, seed=run.seed)
+        trainer = Trainer(model, config, train_data, collate_fn=train_data.collate, metrics_fn=pretraining_metrics)
+        started = time.perf_counter()
+        history = trainer.fit()
+        seconds = time.perf_counter() - started
+        measured = self.evaluate(model)
+        return {"key": run.key, "variant": run.variant, "size": list(run.size), "seed": run.seed,
+                "parameters": model.bert.num_parameters(), **measured,
+                "train_tokens": round(statistics.fmean(len(e["input_ids"]) for e in examples) * s.steps * s.batch_size),
+                "train_loss": history.last("loss"), "train_seconds": round(seconds, 1), "device": str(trainer.device)}
+
+
+def summarize(runs: list[dict], metric: str = "mlm_loss") -> dict[tuple, tuple[float, float, int]]:
+    """(variant, (L, H, A)) -> (mean, standard deviation over seeds, number of seeds) of ``metric``."""
+    groups: dict[tuple, list[float]] = {}
+    for r in runs:
+        groups.setdefault((r["variant"], tuple(r["size"])), []).append(r[metric])
+    return {k: (statistics.fmean(v), statistics.stdev(v) if len(v) > 1 else 0.0, len(v)) for k, v in groups.items()}
+
+
+def table6(runs: list[dict]) -> str:
+    """The paper's Table 6 (BERT-base scale) and ours (CPU scale) in Markdown, largest last."""
+    lines = ["| L | H | A | paper: MLM perplexity | paper: SST-2 | | L | H | A | parameters | held-out MLM loss | perplexity |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    ours = sorted(((size, stats) for (v, size), stats in summarize(runs).items() if v == "BERT"),
+                  key=lambda item: parameters(runs, item[0]))
+    paper = list(PAPER_TABLE6.items())
+    for i in range(max(len(paper), len(ours))):
+        left = "| | | | | |"
+        if i < len(paper):
+            (L, H, A), (ppl, _, _, sst2) = paper[i]
+            left = f"| {L} | {H} | {A} | {ppl} | {sst2} |"
+        right = " | | | | | |"
+        if i < len(ours):
+            (L, H, A), (mean, sd, _) = ours[i]
+            right = (f" | {L} | {H} | {A} | {parameters(runs, (L, H, A)) / 1e6:.2f}M | {mean:.3f} ± {sd:.3f} | "
+                     f"{math.exp(mean):.0f} |")
+        lines.append(left + right)
+    return "\n".join(lines)
+
+
+def parameters(runs: list[dict], size: tuple, variant: str = "BERT") -> int:
+    """Encoder parameters (embeddings included) of the models of ``variant`` at ``size``."""
+    return next(r["parameters"] for r in runs if r["variant"] == variant and tuple(r["size"]) == tuple(size))
+
+
+def experiment_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    p = parser or argparse.ArgumentParser(prog="minibert experiment beyond-bert")
+    p.description = ("BERT, RoBERTa and ALBERT pre-training on the same budget, and BERT at several sizes "
+                     "(a small Table 6): one small model per configuration and seed, measured on held-out "
+                     "MLM. Finished runs are kept in --out; run it again to go on after an interruption.")
+    add = p.add_argument
+    add("--out", required=True, help="results file (JSON) to write, and to go on from")
+    add("--sizes", nargs="+", default=["x".join(map(str, s)) for s in SIZES],
+        help="LxHxA sizes pre-trained with BERT's objective (default: " + " ".join("x".join(map(str, s)) for s in SIZES) + ")")
+    add("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS), help="objectives compared at 2x128x2")
+    add("--seeds", nargs="+", type=int, default=[0, 1], help="seeds per configuration (default 0 1)")
+    add_grid_flags(p)
+    return p
+
+
+def parse_size(text: str) -> tuple[int, int, int]:
+    try:
+        L, H, A = (int(x) for x in text.lower().split("x"))
+    except ValueError:
+        raise ValueError(f"a size is LxHxA, e.g. 2x128x2 (layers, hidden size, heads); got {text!r}") from None
+    return L, H, A
+
+
+def experiment(args: argparse.Namespace, command: str | None = None) -> Path:
+    """Run the grid the flags describe; ``command``: the command line, recorded in the results file."""
+    comparison = ModelComparison(GridSetup(**grid_setup(args)), args.out, command)
+    runs = comparison.run(comparison_grid([parse_size(s) for s in args.sizes], args.variants, args.seeds))
+    print(table6(runs))
+    print(f"results: {args.out}")
+    return Path(args.out)
