@@ -57,6 +57,9 @@ def main(argv: list[str]) -> int:
     if not argv or argv[0] not in ("lab", "test"):
         sys.exit(__doc__)
     command, extra = argv[0], argv[1:]
+    if command == "test" and not (ROOT / "tests").is_dir():
+        sys.exit("This copy of the course is the student release: it has no tests. "
+                 "Run python3 course.py lab to open the notebooks.")
     ensure_installed()
     os.chdir(ROOT)
     if command == "lab":

@@ -13,6 +13,9 @@ nbgrader fails.
 
     python -m minibert.grading release [--source notebooks] [--out release]
     python -m minibert.grading autograde SUBMISSION_DIR [--source notebooks]
+
+``release`` writes the nbgrader release folder (graders keep it) and ``minibert-course.zip`` beside
+it, the student release with the package for an LMS or JupyterHub (`minibert.course_zip`).
 """
 import argparse
 import json
@@ -27,7 +30,10 @@ from pathlib import Path
 
 import nbformat
 
+from . import course_zip
+
 ASSIGNMENT = "notebooks"
+ZIP_NAME = f"{course_zip.FOLDER}.zip"
 STUDENT = "student"
 KERNEL = "minibert-grader"  # a kernelspec of our own: notebooks run in the Python that grades
 IGNORED = shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__", "*.pyc", "CONVENTIONS.md")  # authors' notes stay home
@@ -228,7 +234,8 @@ def main(argv=None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     make = commands.add_parser("release", help="write the student version of the notebooks")
     make.add_argument("--source", default="notebooks", help="instructor notebooks (default: notebooks)")
-    make.add_argument("--out", default="release", help="the release goes to OUT/notebooks (default: release)")
+    make.add_argument("--out", default="release",
+                      help=f"the release goes to OUT/notebooks and OUT/{ZIP_NAME} (default: release)")
     grade = commands.add_parser("autograde", help="grade a folder of submitted notebooks")
     grade.add_argument("submission_dir", help="folder of submitted notebooks")
     grade.add_argument("--source", default="notebooks", help="instructor notebooks (default: notebooks)")
@@ -236,10 +243,13 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "release":
-            print(f"student release written to {release(args.source, args.out)}")
+            notebooks = release(args.source, args.out)
+            print(f"student release written to {notebooks}")
+            print(f"for an LMS or JupyterHub: {course_zip.write(notebooks, Path(args.out) / ZIP_NAME)} "
+                  f"(unzip, then python3 course.py lab in {course_zip.FOLDER}/)")
         else:
             print(autograde(args.submission_dir, args.source, args.timeout).table())
-    except GradingError as e:
+    except (GradingError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     return 0

@@ -40,3 +40,13 @@ def test_stored_outputs_are_a_clean_run(path):
     assert not MACHINE_PATHS.search(text), "outputs must not show paths of the machine that ran them"
     assert not any("execution" in c["metadata"] for c in code), "strip per-cell execution timestamps"
     assert path.stat().st_size < 2_000_000, "keep figures modest"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_nbval_markers_stand_alone(path):
+    """nbval reads a marker only when the comment is the marker alone: '# NBVAL_IGNORE_OUTPUT (why)'
+    is silently not one, and its cell's output is then compared after all."""
+    for cell in load(path)["cells"]:
+        for line in "".join(cell["source"]).splitlines():
+            if "NBVAL_" in line and line.strip().startswith("#"):
+                assert re.fullmatch(r"\s*#\s*NBVAL_[A-Z_]+\s*", line), f"put the reason on the next line: {line!r}"
