@@ -70,16 +70,11 @@ def student_from_teacher(teacher: nn.Module, layers: list[int]) -> nn.Module:
         raise ValueError(f"layers must be a non-empty list of indices in [0, {config.num_hidden_layers}), got {layers}")
     pruned = {new: config.pruned_heads[old] for new, old in enumerate(layers) if old in config.pruned_heads}
     student = type(teacher)(config.replace(num_hidden_layers=len(layers), pruned_heads=pruned))
-    state = teacher.state_dict()
-    prefix = next(k for k in state if k.endswith("encoder.layer.0.attention.self.query.weight")).split("layer.0.")[0]
-    renamed = {}
-    for key, value in state.items():
-        if key.startswith(prefix + "layer."):
-            index, rest = key[len(prefix + "layer."):].split(".", 1)
-            if int(index) not in layers:
-                continue
-            key = f"{prefix}layer.{layers.index(int(index))}.{rest}"
-        renamed[key] = value
-    student.load_state_dict(renamed)
+    shared = {k: v for k, v in teacher.state_dict().items() if "encoder.layer." not in k}
+    missing = student.load_state_dict(shared, strict=False).missing_keys  # embeddings, pooler, task head
+    assert all("encoder.layer." in k for k in missing), missing             # only the layers are left
+    student_layers, teacher_layers = (getattr(m, "bert", m).encoder.layer for m in (student, teacher))
+    for new, old in enumerate(layers):
+        student_layers[new].load_state_dict(teacher_layers[old].state_dict())
     return student.to(next(teacher.parameters()).device)
 

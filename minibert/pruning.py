@@ -14,25 +14,20 @@ import torch
 from torch import Tensor, nn
 
 
-def _encoder(model: nn.Module):
-    bert = getattr(model, "bert", model)
-    return bert, bert.encoder
-
-
 def head_importance(model: nn.Module, batches: Iterable[dict[str, Tensor]], normalize: bool = True) -> Tensor:
     """(layers, heads) importance of each head on ``batches`` (dicts with labels, as for training).
 
     Pruned heads score NaN (they are gone). Dropout is off while measuring; the model's weights and
     mode are as before afterwards.
     """
-    bert, encoder = _encoder(model)
+    bert = getattr(model, "bert", model)  # a task model or the bare encoder
     config = bert.config
     if config.share_layers:
         raise ValueError("shared layers have one set of heads for every layer; head importance is per layer")
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
-    attentions = [layer.attention for layer in encoder.layer]
+    attentions = [layer.attention for layer in bert.encoder.layer]
     gates = [torch.ones(a.self.num_heads, device=device, requires_grad=True) for a in attentions]
     for attention, gate in zip(attentions, gates):
         attention.self.head_gate = gate
