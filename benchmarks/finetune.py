@@ -27,11 +27,11 @@ from transformers import (AutoModelForQuestionAnswering, AutoModelForSequenceCla
                           DataCollatorWithPadding, get_linear_schedule_with_warmup)
 
 import minibert
-from minibert.finetune import (MODEL_CLASSES, NUM_LABELS, PRESETS, SQUAD_EVAL_FRACTION, SQUAD_SPLIT_SEED,
+from minibert.recipes.finetune import (MODEL_CLASSES, NUM_LABELS, PRESETS, SQUAD_EVAL_FRACTION, SQUAD_SPLIT_SEED,
                                task_data)
 from minibert.tasks import squad, sst2
 from minibert.tokenizer import BertTokenizer
-from minibert.train import TrainConfig, Trainer
+from minibert.training import TrainConfig, Trainer
 
 CHECKPOINT = "sentence-transformers/all-MiniLM-L6-v2"
 

@@ -4,7 +4,7 @@ from .heads import (BertForMaskedLM, BertForPreTraining, BertForQuestionAnswerin
                     BertForSequenceClassification, BertForTokenClassification)
 from .model import BertModel
 from .tokenizer import BertTokenizer
-from .train import History, TrainConfig, Trainer
+from .training import History, TrainConfig, Trainer
 
 __all__ = ["PRESETS", "BertConfig", "BertTokenizer", "BertModel", "BertForPreTraining", "BertForMaskedLM",
            "BertForSequenceClassification", "BertForQuestionAnswering", "BertForTokenClassification",

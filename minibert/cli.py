@@ -45,10 +45,10 @@ def main(argv: list[str] | None = None) -> int:
         command_line = shlex.join(["minibert", "experiment", *rest])  # stored with the results
         return _run(lambda: module.experiment(module.experiment_parser().parse_args(rest[1:]), command=command_line), None)
     if command in ("release", "autograde"):
-        from .grading import main as run
+        from .course.grading import main as run
         return run([command, *rest]) or 0
     if command == "slides":
-        from .slides import main as run
+        from .course.slides import main as run
         return run(rest if rest[:1] == ["annotate"] else ["build", *rest]) or 0
     print(f"unknown command {command!r}\n{__doc__}", file=sys.stderr)
     return 2

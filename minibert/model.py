@@ -14,7 +14,7 @@ from .attention import BertAttention
 from .config import BertConfig
 from .embeddings import BertEmbeddings
 from .outputs import BaseModelOutput
-from .pretrained import PretrainedMixin
+from .hub import PretrainedMixin
 
 ACT2FN = {
     "gelu": F.gelu,  # the exact erf form, as in the original BERT

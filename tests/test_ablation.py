@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from minibert import BertConfig, BertForMaskedLM, BertForPreTraining, BertModel, BertTokenizer
-from minibert.ablation import (PAPER_TABLE8, STRATEGIES, AblationSetup, MaskingAblation, Run, difference_and_error,
+from minibert.experiments.masking import (PAPER_TABLE8, STRATEGIES, AblationSetup, MaskingAblation, Run, difference_and_error,
                                load_results, masking_grid, summarize, table)
-from minibert.probing import LinearProbe, majority_accuracy, tagging_probe, word_features
+from minibert.analysis.probing import LinearProbe, majority_accuracy, tagging_probe, word_features
 from minibert.recipes import pretraining_metrics
 
 MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"

@@ -18,7 +18,7 @@ from IPython.display import HTML
 from PIL import Image
 
 from minibert import BertConfig, BertModel, BertTokenizer
-from minibert.bertviz_views import QueriesAndKeys, head_view, inline_libraries, model_view, neuron_view
+from minibert.viz.bertviz import QueriesAndKeys, head_view, inline_libraries, model_view, neuron_view
 from minibert.viz import attention_for
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"

@@ -8,9 +8,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from minibert import BertConfig, BertForPreTraining, BertForSequenceClassification, BertModel, TrainConfig, Trainer
-from minibert.distillation import Distiller, distillation_loss, student_from_teacher
-from minibert.pruning import head_importance, least_important
-from minibert.quantization import latency_ms, quantize_dynamic, size_mb
+from minibert.compression.distillation import Distiller, distillation_loss, student_from_teacher
+from minibert.compression.pruning import head_importance, least_important
+from minibert.compression.quantization import latency_ms, quantize_dynamic, size_mb
 
 SMALL = dict(vocab_size=120, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=64,
              max_position_embeddings=32)
@@ -220,8 +220,8 @@ def test_dynamic_quantisation_shrinks_linear_weights_and_keeps_the_predictions()
 # --- the same-budget comparison and the small Table 6 ---------------------------------------------
 
 def test_comparison_grid_trains_each_variant_as_its_paper_does(tmp_path):
-    from minibert.ablation import GridSetup
-    from minibert.beyond_bert import ModelComparison, Run, comparison_grid, parse_size, table6
+    from minibert.experiments.masking import GridSetup
+    from minibert.experiments.beyond_bert import ModelComparison, Run, comparison_grid, parse_size, table6
     from minibert.cli import main
 
     grid = comparison_grid(sizes=[(1, 32, 2), (2, 32, 2)], seeds=(0,))

@@ -9,8 +9,8 @@ import torch
 
 from minibert import BertConfig, BertForSequenceClassification, BertForTokenClassification, BertModel
 from minibert.cli import main
-from minibert.finetune import PRESETS, evaluate_parser, finetune_parser, settings_from
-from minibert.probing import LinearProbe, WeightedLayerSum, tagging_probe, word_features
+from minibert.recipes.finetune import PRESETS, evaluate_parser, finetune_parser, settings_from
+from minibert.analysis.probing import LinearProbe, WeightedLayerSum, tagging_probe, word_features
 from minibert.tasks import sst2, tagging
 from offline import MINILM as MODEL
 from offline import minilm_tokenizer, mirror_with

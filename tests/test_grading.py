@@ -12,7 +12,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from minibert import grading
+from minibert.course import grading
 
 FIXTURE = Path(__file__).parent / "fixtures" / "grading"
 COURSE = Path(__file__).resolve().parents[1] / "notebooks"

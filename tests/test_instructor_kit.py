@@ -18,7 +18,8 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from minibert import cli, course_zip, grading, slides
+from minibert import cli
+from minibert.course import grading, release_zip, slides
 
 ROOT = Path(__file__).resolve().parents[1]
 COURSE = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -54,7 +55,7 @@ def test_every_notebook_cell_has_slide_metadata(path):
     cells = nbformat.read(path, as_version=4).cells
     missing = [i for i, cell in enumerate(cells) if slides.MARK not in cell.metadata and slide_type(cell) is None]
     assert not missing, (f"{path.name}: cells {missing} have no slide metadata; run "
-                         f"python -m minibert.slides annotate notebooks/{path.name}")
+                         f"python -m minibert.course.slides annotate notebooks/{path.name}")
 
 
 @pytest.mark.parametrize("path", COURSE, ids=lambda p: p.stem)
@@ -324,8 +325,8 @@ def fake_release(folder: Path, *names: str) -> Path:
 
 def test_a_new_zip_replaces_the_old_one_whole(tmp_path):
     target = tmp_path / "out" / "minibert-course.zip"
-    course_zip.write(fake_release(tmp_path / "first", "01_a.ipynb", "02_b.ipynb"), target)
-    course_zip.write(fake_release(tmp_path / "second", "01_a.ipynb"), target)
+    release_zip.write(fake_release(tmp_path / "first", "01_a.ipynb", "02_b.ipynb"), target)
+    release_zip.write(fake_release(tmp_path / "second", "01_a.ipynb"), target)
     with zipfile.ZipFile(target) as archive:
         notebooks = [name for name in archive.namelist() if name.startswith("minibert-course/notebooks/")]
     assert notebooks == ["minibert-course/notebooks/01_a.ipynb"]
@@ -334,18 +335,18 @@ def test_a_new_zip_replaces_the_old_one_whole(tmp_path):
 
 def test_a_failed_zip_leaves_the_old_one(tmp_path, monkeypatch):
     target = tmp_path / "minibert-course.zip"
-    course_zip.write(fake_release(tmp_path / "first", "01_a.ipynb"), target)
+    release_zip.write(fake_release(tmp_path / "first", "01_a.ipynb"), target)
     old = target.read_bytes()
 
     def full_disk(*args, **kwargs):
         raise OSError("No space left on device")
     monkeypatch.setattr(zipfile.ZipFile, "write", full_disk)
     with pytest.raises(OSError, match="No space left"):
-        course_zip.write(fake_release(tmp_path / "second", "01_b.ipynb"), target)
+        release_zip.write(fake_release(tmp_path / "second", "01_b.ipynb"), target)
     assert target.read_bytes() == old
     assert sorted(p.name for p in tmp_path.iterdir()) == ["first", "minibert-course.zip", "second"]
 
 
 def test_zip_needs_a_checkout(tmp_path):
     with pytest.raises(FileNotFoundError, match="lacks README.md.*checkout of the course repository"):
-        course_zip.write(fake_release(tmp_path / "release", "01_a.ipynb"), tmp_path / "c.zip", root=tmp_path)
+        release_zip.write(fake_release(tmp_path / "release", "01_a.ipynb"), tmp_path / "c.zip", root=tmp_path)

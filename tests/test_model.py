@@ -151,7 +151,7 @@ def test_save_pretrained_is_atomic(tmp_path, monkeypatch):
 
     def crash(*args, **kwargs):
         raise KeyboardInterrupt
-    monkeypatch.setattr("minibert.pretrained.save_file", crash)
+    monkeypatch.setattr("minibert.hub.save_file", crash)
     with pytest.raises(KeyboardInterrupt):
         BertModel(BertConfig.from_preset("bert-tiny", vocab_size=100)).save_pretrained(tmp_path)
     assert (tmp_path / "model.safetensors").read_bytes() == before

@@ -8,8 +8,8 @@ import transformers
 
 import minibert
 from minibert.cli import main
-from minibert.ablation import experiment_parser
-from minibert.beyond_bert import experiment_parser as beyond_bert_parser
+from minibert.experiments.masking import experiment_parser
+from minibert.experiments.beyond_bert import experiment_parser as beyond_bert_parser
 from minibert.recipes import export_parser, pretrain_parser
 
 pytestmark = pytest.mark.skipif(not os.environ.get("MINIBERT_DATA_MIRROR") and not os.environ.get("CI"),

@@ -15,9 +15,9 @@ from safetensors import safe_open
 from safetensors.torch import load_file
 from torch.utils.data import default_collate
 
-import minibert.train
+import minibert.training
 from minibert import BertConfig, BertForMaskedLM, BertForSequenceClassification
-from minibert.train import (History, TrainConfig, Trainer, find_checkpoints, flops_per_token, group_by_length,
+from minibert.training import (History, TrainConfig, Trainer, find_checkpoints, flops_per_token, group_by_length,
                             learning_rate, peak_flops)
 
 VOCAB = 50
@@ -253,7 +253,7 @@ def test_a_crash_while_saving_leaves_the_previous_checkpoints_usable(tmp_path, m
             raise OSError("No space left on device")
         real_save_file(tensors, path)
 
-    monkeypatch.setattr(minibert.train, "save_file", disk_full)
+    monkeypatch.setattr(minibert.training, "save_file", disk_full)
     with pytest.raises(OSError, match="No space"):
         run(resume_config(tmp_path / "b", eval_every=None, save_every=2))
     monkeypatch.undo()
@@ -379,7 +379,7 @@ def test_fp16_on_cpu_and_too_little_data_are_clear_errors():
 
 def test_the_fp16_gradient_scaler_is_used_and_checkpointed(tmp_path, monkeypatch):
     """fp16 is a CUDA option; torch can run it on CPU too, which lets this test reach the scaler's code."""
-    monkeypatch.setattr(minibert.train, "pick_precision", lambda choice, device: "fp16")
+    monkeypatch.setattr(minibert.training, "pick_precision", lambda choice, device: "fp16")
     torch.manual_seed(0)
     trainer = Trainer(tiny_model(), quiet(max_steps=2, out_dir=tmp_path), classification_data(8))
     trainer.fit()

@@ -13,7 +13,7 @@ on the **test** split (2,077 sentences, 25,094 words), and says so wherever a nu
 The paper's other way to use BERT is feature-based (§5.3, Table 7): freeze the encoder and train
 only a model on its hidden states: the last layer, the second to last, the last four concatenated,
 or a learned weighted sum of the layers (`FEATURE_VARIANTS`). The paper put a two-layer BiLSTM on
-those features for NER; here a linear probe reads them (`minibert.probing`), the strictest test of
+those features for NER; here a linear probe reads them (`minibert.analysis.probing`), the strictest test of
 what the frozen vectors hold, and is compared with fine-tuning on the same split.
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 
 from ..analysis.conllu import load_ud_english_ewt
 from ..heads import IGNORE_INDEX
-from ..probing import LinearProbe, majority_accuracy, word_features
+from ..analysis.probing import LinearProbe, majority_accuracy, word_features
 from .sst2 import by_length, pad
 
 UPOS = ("ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM", "PART", "PRON", "PROPN", "PUNCT",
@@ -208,6 +208,6 @@ def feature_based(model: nn.Module, tokenizer, train, test, variants: tuple[str,
 
 
 def word_tag_pairs(dataset) -> list[list[tuple[str, str]]]:
-    """A ``words`` / ``tags`` dataset as sentences of (word, UPOS) pairs, the form `minibert.probing` reads."""
+    """A ``words`` / ``tags`` dataset as sentences of (word, UPOS) pairs, the form `minibert.analysis.probing` reads."""
     rows = dataset[:]
     return [[(word, UPOS[t]) for word, t in zip(words, tags)] for words, tags in zip(rows["words"], rows["tags"])]

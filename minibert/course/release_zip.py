@@ -10,9 +10,9 @@ downloaded data, the instructor's guide.
 import zipfile
 from pathlib import Path
 
-from .atomic import atomic_path
+from ..atomic import atomic_path
 
-ROOT = Path(__file__).resolve().parents[1]  # the checkout whose package and install files are shipped
+ROOT = Path(__file__).resolve().parents[2]  # minibert/course/release_zip.py -> the checkout it ships
 FOLDER = "minibert-course"
 FILES = ("README.md", "course.py", "pyproject.toml", "environment.yml", "data/README.md")
 PACKAGE = "minibert"

@@ -27,8 +27,8 @@ import bertviz.neuron_view
 import torch
 from IPython.display import HTML, display
 
-from .attention import BertSelfAttention
-from .viz import check_index, check_text_fits, stack_attentions
+from ..attention import BertSelfAttention
+from .attention import check_index, check_text_fits, stack_attentions
 
 CDN_REQUIRE_JS = '<script src="https://cdnjs.cloudflare.com/ajax/libs/require.js/2.3.6/require.min.js"></script>'
 SCRIPT = re.compile(r'<script type="text/javascript">(.*?)</script>', re.S)

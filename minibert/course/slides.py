@@ -19,8 +19,8 @@ comes from the pinned ``sphinx-revealjs`` package, MathJax 2.7 from ``jupyter-se
 copied beside the slides. The template's require.js, jQuery, mermaid and widget loaders (CDN links)
 are dropped; reveal.js is loaded with plain script tags. The figures are already in the notebooks.
 
-    python -m minibert.slides annotate NOTEBOOKS...       # write the slide metadata into notebooks
-    python -m minibert.slides build [NOTEBOOKS...] [--out slides]   # = minibert slides
+    python -m minibert.course.slides annotate NOTEBOOKS...       # write the slide metadata into notebooks
+    python -m minibert.course.slides build [NOTEBOOKS...] [--out slides]   # = minibert slides
 """
 import argparse
 import copy
@@ -249,7 +249,7 @@ def _copy_assets(target: Path) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m minibert.slides", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m minibert.course.slides", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     mark = commands.add_parser("annotate", help="write slide metadata into the cells not annotated before")
     mark.add_argument("notebooks", nargs="+", help="notebook files")

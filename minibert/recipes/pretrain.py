@@ -14,11 +14,11 @@ from pathlib import Path
 
 import torch.nn.functional as F
 
-from .config import ALBERT_PRESETS, PRESETS, BertConfig
-from .heads import BertForMaskedLM, BertForPreTraining
-from .pretraining import MLMMasking, build_pretraining_data, load_documents
-from .tokenizer import BertTokenizer
-from .train import TrainConfig, Trainer
+from ..config import ALBERT_PRESETS, PRESETS, BertConfig
+from ..heads import BertForMaskedLM, BertForPreTraining
+from ..pretraining import MLMMasking, build_pretraining_data, load_documents
+from ..tokenizer import BertTokenizer
+from ..training import TrainConfig, Trainer
 
 DEFAULT_TOKENIZER = "sentence-transformers/all-MiniLM-L6-v2"  # the bert-base-uncased vocabulary
 
@@ -168,7 +168,7 @@ def export(args: argparse.Namespace) -> Path:
     """Write the shareable model folder; returns it."""
     import shutil
 
-    from .train import find_checkpoints
+    from ..training import find_checkpoints
 
     run, out = Path(args.run), Path(args.out)
     if (run / "results.json").is_file() and (run / "model.safetensors").is_file():

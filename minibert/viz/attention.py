@@ -12,7 +12,7 @@ heads and layers can be compared by eye.
 - `AttentionExplorer`: a sentence box and layer / head sliders that redraw one picture in place.
 - `attention_for`: runs a model on a sentence and returns what the pictures need.
 
-The interactive bertviz views, made to work offline, are in `minibert.bertviz_views`.
+The interactive bertviz views, made to work offline, are in `minibert.viz.bertviz`.
 """
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .outputs import TaskOutput
+from ..outputs import TaskOutput
 
 
 def distillation_loss(student_logits: Tensor, teacher_logits: Tensor, labels: Tensor | None = None,

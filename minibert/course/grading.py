@@ -11,11 +11,11 @@ line in a subprocess: that keeps its kernels, event loop, database sessions and 
 from the caller (a pytest run, a notebook, the ``minibert`` command); the log is shown only when
 nbgrader fails.
 
-    python -m minibert.grading release [--source notebooks] [--out release]
-    python -m minibert.grading autograde SUBMISSION_DIR [--source notebooks]
+    python -m minibert.course.grading release [--source notebooks] [--out release]
+    python -m minibert.course.grading autograde SUBMISSION_DIR [--source notebooks]
 
 ``release`` writes the nbgrader release folder (graders keep it) and ``minibert-course.zip`` beside
-it, the student release with the package for an LMS or JupyterHub (`minibert.course_zip`).
+it, the student release with the package for an LMS or JupyterHub (`minibert.course.release_zip`).
 """
 import argparse
 import json
@@ -30,10 +30,10 @@ from pathlib import Path
 
 import nbformat
 
-from . import course_zip
+from . import release_zip
 
 ASSIGNMENT = "notebooks"
-ZIP_NAME = f"{course_zip.FOLDER}.zip"
+ZIP_NAME = f"{release_zip.FOLDER}.zip"
 STUDENT = "student"
 KERNEL = "minibert-grader"  # a kernelspec of our own: notebooks run in the Python that grades
 IGNORED = shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__", "*.pyc", "CONVENTIONS.md")  # authors' notes stay home
@@ -230,7 +230,7 @@ def _with_errors(grades: dict[str, tuple[float, float]], autograded: Path) -> di
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m minibert.grading", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m minibert.course.grading", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     make = commands.add_parser("release", help="write the student version of the notebooks")
     make.add_argument("--source", default="notebooks", help="instructor notebooks (default: notebooks)")
@@ -245,8 +245,8 @@ def main(argv=None) -> int:
         if args.command == "release":
             notebooks = release(args.source, args.out)
             print(f"student release written to {notebooks}")
-            print(f"for an LMS or JupyterHub: {course_zip.write(notebooks, Path(args.out) / ZIP_NAME)} "
-                  f"(unzip, then python3 course.py lab in {course_zip.FOLDER}/)")
+            print(f"for an LMS or JupyterHub: {release_zip.write(notebooks, Path(args.out) / ZIP_NAME)} "
+                  f"(unzip, then python3 course.py lab in {release_zip.FOLDER}/)")
         else:
             print(autograde(args.submission_dir, args.source, args.timeout).table())
     except (GradingError, FileNotFoundError) as e:

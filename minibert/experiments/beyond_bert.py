@@ -24,12 +24,12 @@ from pathlib import Path
 
 import torch
 
-from .ablation import GridSetup, PretrainingGrid, add_grid_flags, grid_setup
-from .config import BertConfig
-from .heads import BertForMaskedLM, BertForPreTraining
-from .pretraining import MLMMasking, PretrainingDataset, build_pretraining_data, mask_statically
-from .recipes import pretraining_metrics
-from .train import TrainConfig, Trainer
+from .masking import GridSetup, PretrainingGrid, add_grid_flags, grid_setup
+from ..config import BertConfig
+from ..heads import BertForMaskedLM, BertForPreTraining
+from ..pretraining import MLMMasking, PretrainingDataset, build_pretraining_data, mask_statically
+from ..recipes import pretraining_metrics
+from ..training import TrainConfig, Trainer
 
 # name -> (sentence task, masks drawn once, what the model changes)
 VARIANTS = {"BERT": ("nsp", True, {}),

@@ -20,7 +20,7 @@ from collections import Counter
 import torch
 from torch import Tensor, nn
 
-from .pretraining import _pad
+from ..pretraining import _pad
 
 
 @torch.inference_mode()

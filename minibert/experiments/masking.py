@@ -29,15 +29,15 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from .analysis.conllu import load_ud_english_ewt
-from .atomic import atomic_path
-from .config import PRESETS, BertConfig
-from .heads import BertForMaskedLM
-from .pretraining import MLMMasking, PretrainingDataset, build_pretraining_data, load_documents
-from .probing import tagging_probe
-from .recipes import pretraining_metrics
-from .tokenizer import BertTokenizer
-from .train import TrainConfig, Trainer
+from ..analysis.conllu import load_ud_english_ewt
+from ..atomic import atomic_path
+from ..config import PRESETS, BertConfig
+from ..heads import BertForMaskedLM
+from ..pretraining import MLMMasking, PretrainingDataset, build_pretraining_data, load_documents
+from ..analysis.probing import tagging_probe
+from ..recipes import pretraining_metrics
+from ..tokenizer import BertTokenizer
+from ..training import TrainConfig, Trainer
 
 # MASK/SAME/RND shares of Table 8, in the paper's order.
 STRATEGIES = {"80/10/10": (0.8, 0.1, 0.1), "100/0/0": (1.0, 0.0, 0.0), "80/0/20": (0.8, 0.0, 0.2),

@@ -28,11 +28,11 @@ from functools import partial
 from pathlib import Path
 from typing import Callable
 
-from . import data
-from .heads import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
-from .tasks import sst2, squad, tagging
-from .tokenizer import BertTokenizer
-from .train import PRECISIONS, TrainConfig, Trainer, find_checkpoints, pick_device
+from .. import data
+from ..heads import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
+from ..tasks import sst2, squad, tagging
+from ..tokenizer import BertTokenizer
+from ..training import PRECISIONS, TrainConfig, Trainer, find_checkpoints, pick_device
 
 TASKS = ("sst2", "squad", "pos")
 MODEL_CLASSES = {"sst2": BertForSequenceClassification, "squad": BertForQuestionAnswering,
@@ -394,7 +394,7 @@ def export_finetuned(run: Path, out: Path, dtype: str) -> Path:
     """
     import shutil
 
-    from .recipes import save_weights, who_loads
+    from .pretrain import save_weights, who_loads
 
     recorded = json.loads((run / "results.json").read_text())
     task = _check_task(recorded["task"])

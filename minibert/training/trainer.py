@@ -39,8 +39,8 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, default_collate
 from tqdm.auto import tqdm
 
-from .atomic import atomic_path
-from .pretrained import tied_aliases
+from ..atomic import atomic_path
+from ..hub import tied_aliases
 
 logger = logging.getLogger("minibert")
 

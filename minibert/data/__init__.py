@@ -25,7 +25,7 @@ from typing import Iterable
 
 from tqdm import tqdm
 
-from .atomic import atomic_path
+from ..atomic import atomic_path
 
 
 def _github(repo: str, commit: str, path: str) -> str:
@@ -241,7 +241,7 @@ def data_dir() -> Path:
     """Where loaders look: $MINIBERT_DATA_DIR, else the checkout's git-ignored data/, else a user cache."""
     if os.environ.get("MINIBERT_DATA_DIR"):
         return Path(os.environ["MINIBERT_DATA_DIR"]).expanduser()
-    checkout = Path(__file__).resolve().parent.parent
+    checkout = Path(__file__).resolve().parents[2]  # minibert/data/__init__.py -> the checkout
     if (checkout / "pyproject.toml").is_file():
         return checkout / "data"
     return Path.home() / ".cache" / "minibert" / "data"
@@ -507,6 +507,3 @@ def main(argv: list[str] | None = None) -> None:
     for name, folder in folders.items():
         print(f"{name}: {folder}")
 
-
-if __name__ == "__main__":
-    main()

@@ -32,8 +32,8 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset
 
-from . import data
-from .heads import IGNORE_INDEX
+from .. import data
+from ..heads import IGNORE_INDEX
 
 # The registry's text corpora: in WikiText an article is a document, elsewhere a file is.
 TEXT_CORPORA = ("wikitext2_raw", "wikitext2", "gutenberg", "gutenberg_more", "state_union", "inaugural")

@@ -1,0 +1,1 @@
+"""Course tools: grading (nbgrader), slides (reveal.js) and the student release zip."""
