@@ -8,6 +8,8 @@ stay offline; without them the tests use the network like a student's machine wo
 import os
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent
 SHARED = ROOT.parent / "shared"
 
@@ -19,6 +21,14 @@ if (SHARED / "hf-home").is_dir() and "HF_HOME" not in os.environ:
 # tokenizers' thread pool stays quiet when nbval's kernels fork. (No MPLBACKEND here: the notebook
 # kernels inherit it, and their figures must render inline to be stored.)
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
+def pytest_collection_modifyitems(items):
+    """Running a notebook (nbval executes it cell by cell) is slow; ``-m "not slow"`` leaves it out."""
+    for item in items:
+        if item.path.suffix == ".ipynb":
+            item.add_marker(pytest.mark.slow)
 
 
 def pytest_collectstart(collector):

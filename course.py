@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The course's two commands: install what is missing, then open the notebooks or run every test.
 
-    python3 course.py lab       # JupyterLab on notebooks/
-    python3 course.py test      # every test: unit, parity, notebooks (nbval), grading
+    python3 course.py lab            # JupyterLab on notebooks/
+    python3 course.py test           # every test: unit, parity, notebooks (nbval), grading (what CI runs)
+    python3 course.py test --quick   # a few minutes: no notebook runs, no tests marked slow
 
 Both create ``.venv/`` beside this file on first use, install torch first and pinned (an unpinned
 torch pulls gigabytes of CUDA packages a laptop does not need), then the pinned rest from
@@ -67,8 +68,12 @@ def main(argv: list[str]) -> int:
         if hasattr(os, "geteuid") and os.geteuid() == 0:  # a container or cloud VM: Jupyter refuses root otherwise
             cmd.append("--allow-root")
     else:
+        quick = "--quick" in extra
+        extra = [arg for arg in extra if arg != "--quick"]
         named_paths = any(Path(arg.split("::")[0]).exists() for arg in extra if not arg.startswith("-"))
-        cmd = [str(PYTHON), "-m", "pytest", *([] if named_paths else ["tests", "notebooks"]), *NBVAL, *extra]
+        paths = [] if named_paths else ["tests"] if quick else ["tests", "notebooks"]
+        options = ["-m", "not slow"] if quick else NBVAL
+        cmd = [str(PYTHON), "-m", "pytest", *paths, *options, *extra]
     print("$", Path(cmd[0]).name, *cmd[1:], flush=True)
     return subprocess.call(cmd)
 

@@ -27,9 +27,8 @@ from transformers import (AutoModelForQuestionAnswering, AutoModelForSequenceCla
                           DataCollatorWithPadding, get_linear_schedule_with_warmup)
 
 import minibert
-from minibert.recipes.finetune import (MODEL_CLASSES, NUM_LABELS, PRESETS, SQUAD_EVAL_FRACTION, SQUAD_SPLIT_SEED,
-                               task_data)
-from minibert.tasks import squad, sst2
+from minibert.recipes.finetune import PRESETS
+from minibert.tasks import get_task, squad, sst2
 from minibert.tokenizer import BertTokenizer
 from minibert.training import TrainConfig, Trainer
 
@@ -39,9 +38,10 @@ CHECKPOINT = "sentence-transformers/all-MiniLM-L6-v2"
 def train_minibert(task, settings, budget, seed):
     """`minibert finetune`'s recipe, stopped by the budget: (model, task data, examples, real tokens, steps, seconds)."""
     tokenizer = BertTokenizer.from_pretrained(CHECKPOINT)
-    new_head = {"num_labels": NUM_LABELS[task]} if task in NUM_LABELS else {}
-    model = MODEL_CLASSES[task].from_pretrained(CHECKPOINT, **new_head)
-    data = task_data(task, model, tokenizer, settings, seed, squad_split="dev by article")
+    model = get_task(task).new_model(CHECKPOINT)
+    data = get_task(task).build_data(tokenizer, model, max_length=settings.max_length,
+                                     train_examples=settings.train_examples, eval_examples=settings.eval_examples,
+                                     seed=seed, split="dev by article")
     config = TrainConfig(max_steps=settings.max_steps, batch_size=settings.batch_size, lr=settings.lr,
                          warmup_ratio=settings.warmup_ratio, device="cpu", progress=False, time_budget_s=budget,
                          seed=seed, group_by_length=True)
@@ -154,13 +154,14 @@ def train_examples(task):
     """The examples minibert's recipe trains on (offline SQuAD: the dev set's training articles), for the plain loop."""
     if task == "sst2":
         return sst2.load_sst2("train")
-    return squad.split_by_article(squad.load_squad("dev"), SQUAD_EVAL_FRACTION, seed=SQUAD_SPLIT_SEED)[0]
+    return squad.finetuning_split("dev by article")[0]
 
 
 def evaluator(task, settings):
     """minibert's evaluation of the task, on the held-out data both libraries are scored on."""
     tokenizer = BertTokenizer.from_pretrained(CHECKPOINT)
-    return task_data(task, None, tokenizer, settings, training=False, squad_split="dev by article").evaluate
+    return get_task(task).build_data(tokenizer, max_length=settings.max_length, eval_examples=settings.eval_examples,
+                                     training=False, split="dev by article").evaluate
 
 
 def main():

@@ -68,11 +68,13 @@ def step_fn(model, args, dtype):
     fused = args.device == "cuda"
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=fused or None)
     autocast = torch.autocast(args.device, dtype=dtype, enabled=dtype != torch.float32)
+    # minibert pre-trains with masked-only decoding (the MLM decoder at the ~15% masked positions), as the Trainer does.
+    extra = {"masked_only": True} if isinstance(model, minibert.BertForPreTraining) else {}
 
     def step(batch):
         batch = {k: v.to(args.device, non_blocking=True) for k, v in batch.items()}
         with autocast:
-            loss = model(**batch).loss
+            loss = model(**batch, **extra).loss
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)

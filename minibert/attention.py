@@ -4,6 +4,11 @@ Two paths give the same numbers: ``attention_probabilities`` writes the formula 
 probabilities that notebooks draw and that head analysis reads; ``F.scaled_dot_product_attention``
 is the fused kernel (flash / memory-efficient on GPU) used whenever nobody asks for the
 probabilities. Module and parameter names are the Hugging Face ones, so checkpoints load as they are.
+
+The pieces, by their names in the papers: `padding_mask` (which keys a query may see),
+`attention_probabilities` and `scaled_dot_product_attention` (one head's formula),
+`BertSelfAttention.split_heads` / `merge_heads` (h heads of d_k = H / h dimensions, side by side),
+and `BertAttention`, the sub-layer: multi-head attention, then add & norm (`BertSelfOutput`).
 """
 from __future__ import annotations
 
@@ -13,7 +18,20 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .add_norm import AddNorm
 from .config import BertConfig
+
+
+def padding_mask(attention_mask: Tensor | None) -> Tensor | None:
+    """The tokenizer's (B, T) attention_mask (1 = real token, 0 = padding) as attention takes it.
+
+    A boolean (B, 1, 1, T), True where a key may be attended to: the same keys for every head and
+    every query, so a padded sequence's real tokens get exactly the vectors they get unpadded (the
+    padding positions still compute vectors of their own, which nobody reads).
+    """
+    if attention_mask is None:
+        return None
+    return attention_mask.bool()[:, None, None, :]  # (B, T) -> (B, 1, 1, T)
 
 
 def attention_probabilities(q: Tensor, k: Tensor, mask: Tensor | None = None) -> Tensor:
@@ -49,6 +67,7 @@ class BertSelfAttention(nn.Module):
         self.head_gate: Tensor | None = None
 
     def split_heads(self, x: Tensor) -> Tensor:
+        """(B, T, H) -> (B, nh, T, hs): each head attends in its own hs = H / nh dimensions."""
         B, T, _ = x.shape
         return x.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)  # (B, nh, T, hs)
 
@@ -75,17 +94,11 @@ class BertSelfAttention(nn.Module):
         return self.merge_heads(context), probs
 
 
-class BertSelfOutput(nn.Module):
-    """Output projection, then dropout, residual and LayerNorm (post-LN, as in the paper)."""
+class BertSelfOutput(AddNorm):
+    """W_O (H → H) over the concatenated heads, then add & norm (the Hugging Face name)."""
 
     def __init__(self, config: BertConfig):
-        super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
-
-    def forward(self, context: Tensor, residual: Tensor) -> Tensor:
-        return self.LayerNorm(residual + self.dropout(self.dense(context)))
+        super().__init__(config, config.hidden_size)
 
 
 class BertAttention(nn.Module):
@@ -117,7 +130,6 @@ class BertAttention(nn.Module):
         self.output.dense = _select(self.output.dense, keep, dim=1)
         self.self.num_heads -= len(drop)
         self.pruned_heads |= set(heads)
-
 
     def forward(self, hidden: Tensor, mask: Tensor | None = None,
                 output_attentions: bool = False) -> tuple[Tensor, Tensor | None]:

@@ -12,15 +12,233 @@
     minibert slides [NOTEBOOKS...] [--out DIR]  reveal.js slides of the notebooks, offline (default: slides/)
     minibert slides annotate NOTEBOOKS...       write slide metadata into the cells not annotated before
 """
-import importlib
+import argparse
 import shlex
 import sys
+from dataclasses import fields
 
-# command -> (module, function, its argparse parser, what to call the path it returns when printing it)
-RECIPES = {"pretrain": ("recipes", "pretrain", "pretrain_parser", "checkpoint"),
-           "export": ("recipes", "export", "export_parser", "model"),
-           "finetune": ("finetune", "finetune", "finetune_parser", None),
-           "evaluate": ("finetune", "evaluate", "evaluate_parser", None)}
+# The recipes and experiments take settings objects (minibert.recipes, minibert.experiments); the
+# parsers here only say which flags were given (argument_default=SUPPRESS), so every default has
+# one home: the settings class. The help texts repeat the defaults for the reader.
+
+
+def _parser(prog: str, description: str, epilog: str | None = None) -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(prog=prog, description=description, epilog=epilog,
+                                   argument_default=argparse.SUPPRESS)
+
+
+def pretrain_parser() -> argparse.ArgumentParser:
+    from .config import ALBERT_PRESETS, PRESETS
+
+    p = _parser("minibert pretrain", "Pre-train a BERT with masked LM (+ NSP or SOP) on a text corpus.",
+                "example (CPU, ~10 minutes): minibert pretrain --preset bert-mini --vocab-size 8000 "
+                "--time-budget 600 --out runs/bert-mini")
+    add = p.add_argument
+    add("--out", required=True, help="output folder: checkpoints (step-N/), the tokenizer, history.json, recipe.json")
+    add("--preset", choices=[*PRESETS, *ALBERT_PRESETS],
+        help="model size (default: bert-tiny); albert-* factorise the embedding and share one layer's "
+             "weights (ALBERT; pair them with --objective sop)")
+    add("--corpus", nargs="+",
+        help="training text: dataset names of minibert.data (wikitext2_raw, gutenberg, state_union, ...), "
+             "DATASET/FILE, or paths to .txt files / folders (default: wikitext2_raw/wiki.valid.raw)")
+    add("--eval-corpus", nargs="*",
+        help="held-out text for evaluation, same forms (default: wikitext2_raw/wiki.test.raw; none to skip)")
+    add("--tokenizer", help="a Hub id or folder with vocab.txt/tokenizer.json")
+    add("--vocab-size", type=int, help="train a new WordPiece vocabulary of this size on --corpus instead")
+    add("--objective", choices=["nsp", "sop", "none"],
+        help="nsp: BERT (MLM + next sentence); sop: ALBERT (sentence order); none: RoBERTa (MLM on packed sentences)")
+    add("--max-seq-len", type=int, help="tokens per example, [CLS] and [SEP]s included (default 128)")
+    add("--mlm-probability", type=float, help="fraction of tokens to predict (default 0.15)")
+    add("--mask-same-rnd", type=float, nargs=3, metavar=("MASK", "SAME", "RND"),
+        help="of the predicted tokens: fraction replaced by [MASK], kept, replaced by a random token "
+             "(default 0.8 0.1 0.1)")
+    add("--whole-word", action="store_true", help="mask all pieces of a word together")
+    add("--static-masking", action="store_true", help="mask once up front (BERT) instead of in every batch (RoBERTa)")
+    add("--steps", type=int, help="optimizer updates (default 1000)")
+    add("--time-budget", type=float, help="stop (and save) after this many seconds; --resume goes on")
+    add("--batch-size", type=int, help="examples per micro-batch and process (default 32)")
+    add("--grad-accum", type=int, help="micro-batches per update")
+    add("--lr", type=float, help="peak learning rate (default 5e-4: small models take more than BERT-base's 1e-4)")
+    add("--warmup-ratio", type=float, help="fraction of --steps of linear warmup (default 0.1)")
+    add("--dropout", type=float,
+        help="dropout on hidden states and attention weights (default 0.1, the paper's; a run far shorter than "
+             "one pass over its text overfits little and learns faster without it)")
+    add("--eval-every", type=int, help="evaluate every N steps (default: at the end)")
+    add("--save-every", type=int, help="write a checkpoint every N steps (default: at the end; the last 2 are kept)")
+    add("--precision", choices=["auto", "bf16", "fp16", "fp32"], help="auto: bf16 on CUDA, fp32 on CPU (default auto)")
+    add("--compile", action="store_true", help="torch.compile the model (GPU)")
+    add("--device", help="auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:1, mps")
+    add("--seed", type=int, help="seed of the data, the masks and the initial weights (default 0)")
+    add("--resume", action="store_true", help="go on from the latest checkpoint in --out")
+    return p
+
+
+def export_parser() -> argparse.ArgumentParser:
+    p = _parser("minibert export",
+                "Turn a `minibert pretrain` run or a `minibert finetune` folder into a model folder to share: the "
+                "weights (fp16 by default, half the size; int8, a quarter), the tokenizer, the recipe and a model "
+                "card with the held-out figures measured on the exported weights.")
+    p.add_argument("run", help="the --out folder of minibert pretrain or minibert finetune")
+    p.add_argument("--out", required=True, help="folder to write (config.json, model.safetensors, vocab.txt, README.md, ...)")
+    p.add_argument("--dtype", choices=["fp16", "bf16", "fp32", "int8"],
+                   help="weights' precision (default fp16; int8: one int8 per weight and a scale per row, "
+                        "which only minibert reads)")
+    return p
+
+
+def finetune_parser() -> argparse.ArgumentParser:
+    from .recipes.finetune import PRESETS
+    from .training import PRECISIONS
+
+    p = _parser("minibert finetune",
+                "Fine-tune a pre-trained BERT on a task, score it on held-out data and save it with its tokenizer, "
+                "results.json and predictions.json.",
+                "example (CPU, ~10 minutes): minibert finetune sst2 --model sentence-transformers/all-MiniLM-L6-v2 "
+                "--out runs/sst2")
+    add = p.add_argument
+    add("task", help="sst2: sentence classification (GLUE SST-2); squad: answer spans (SQuAD v1.1); "
+                     "pos: part-of-speech tagging (UD English EWT)")
+    add("--model", required=True, help="the pre-trained BERT: a Hub id (bert-base-uncased, "
+                                       "sentence-transformers/all-MiniLM-L6-v2) or a folder save_pretrained wrote")
+    add("--tokenizer", help="a Hub id or folder with vocab.txt/tokenizer.json (default: the same as --model)")
+    add("--out", required=True, help="output folder: the fine-tuned model and tokenizer, results.json, "
+                                     "predictions.json, checkpoints/")
+    add("--preset", choices=["auto", *PRESETS],
+        help="paper: the paper's settings (2e-5 to 5e-5, batches of 16-32, 3-4 epochs, 10%% warmup); cpu: a few "
+             "hundred steps at 1e-4 on shorter inputs, stopped after 10-15 minutes; auto: paper on a CUDA GPU, "
+             "cpu elsewhere (default)")
+    add("--steps", type=int, metavar="N", help="optimizer updates (default: the preset's, or its epochs)")
+    add("--epochs", type=float, help="passes over the training data, when --steps is not given")
+    add("--time-budget", type=float, metavar="SECONDS", help="stop training after this many seconds, then evaluate and save")
+    add("--lr", type=float, help="peak learning rate (the paper: 2e-5 to 5e-5)")
+    add("--batch-size", type=int, help="examples per update")
+    add("--max-length", type=int, help="tokens per input (squad: per window)")
+    add("--train-examples", type=int, metavar="N", help="train on only N training examples, drawn with --seed "
+                                                         "(squad: questions, pos: sentences)")
+    add("--eval-examples", type=int, metavar="N", help="evaluate on only the first N held-out examples")
+    add("--eval-every", type=int, metavar="N", help="also evaluate on the held-out data every N steps (default: only at the end)")
+    add("--feature-based", action="store_true",
+        help="pos only: first train linear probes on the frozen model's features (the paper's Table 7: "
+             "embeddings, last, second to last, last four, weighted sums) to compare with fine-tuning")
+    add("--precision", choices=PRECISIONS, help="auto: bf16 on CUDA, fp32 on CPU (default auto)")
+    add("--device", help="auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:1, mps")
+    add("--seed", type=int, help="seed of the new layer, dropout, data order and --train-examples")
+    add("--resume", action="store_true", help="go on from the latest checkpoint in OUT/checkpoints")
+    return p
+
+
+def evaluate_parser() -> argparse.ArgumentParser:
+    p = _parser("minibert evaluate",
+                "Score a fine-tuned model on a task's held-out data. A folder written by minibert finetune is "
+                "scored on the data it was evaluated on there (its results.json says which).",
+                "example: minibert evaluate sst2 --model runs/sst2")
+    add = p.add_argument
+    add("task", help="sst2, squad or pos")
+    add("--model", required=True, help="the fine-tuned model: a folder (minibert finetune --out) or a Hub id")
+    add("--tokenizer", help="a Hub id or folder with vocab.txt/tokenizer.json (default: the same as --model)")
+    add("--eval-examples", type=int, metavar="N", help="only the first N held-out examples (default: as in results.json, or all)")
+    add("--max-length", type=int, help="tokens per input (default: as in results.json, or the task's default)")
+    add("--device", help="auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:1, mps")
+    return p
+
+
+def masking_parser() -> argparse.ArgumentParser:
+    from .config import PRESETS
+    from .experiments.masking import RATES, STRATEGIES, AblationSetup
+
+    p = _parser("minibert experiment masking",
+                "The masking ablation (BERT Table 8 strategies and masking rates): pre-train one small BERT per "
+                "strategy, rate and seed, then measure held-out MLM and a POS probe. Finished runs are kept in "
+                "--out; run it again to go on after an interruption.")
+    add = p.add_argument
+    add("--out", required=True, help="results file (JSON) to write, and to go on from")
+    add("--strategies", nargs="+", choices=list(STRATEGIES),
+        help="MASK/SAME/RND splits, at 15%% (default: all six of Table 8)")
+    add("--rates", nargs="+", type=float,
+        help="masking rates run with 80/10/10 (default " + " ".join(map(str, RATES)) + ")")
+    add("--seeds", nargs="+", type=int, help="seeds per configuration (default 0 1 2)")
+    add("--preset", choices=list(PRESETS), help=f"model size (default {AblationSetup.preset})")
+    add("--probe-sentences", type=int, help="UD EWT sentences per probe split (default: all)")
+    _add_grid_flags(p)
+    return p
+
+
+def beyond_bert_parser() -> argparse.ArgumentParser:
+    from .experiments.beyond_bert import SIZES, VARIANTS
+
+    p = _parser("minibert experiment beyond-bert",
+                "BERT, RoBERTa and ALBERT pre-training on the same budget, and BERT at several sizes (a small "
+                "Table 6): one small model per configuration and seed, measured on held-out MLM. Finished runs "
+                "are kept in --out; run it again to go on after an interruption.")
+    add = p.add_argument
+    add("--out", required=True, help="results file (JSON) to write, and to go on from")
+    add("--sizes", nargs="+", help="LxHxA sizes pre-trained with BERT's objective (default: "
+                                   + " ".join("x".join(map(str, s)) for s in SIZES) + ")")
+    add("--variants", nargs="+", choices=list(VARIANTS), help="objectives compared at 2x128x2")
+    add("--seeds", nargs="+", type=int, help="seeds per configuration (default 0 1)")
+    _add_grid_flags(p)
+    return p
+
+
+def _add_grid_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags of `GridSetup`, shared by every pre-training grid."""
+    from .experiments.masking import GridSetup
+
+    d, add = GridSetup, parser.add_argument
+    add("--vocab-size", type=int, help=f"WordPiece vocabulary trained on the corpus (default {d.vocab_size})")
+    add("--corpus", nargs="+", help="training text (see minibert pretrain --help)")
+    add("--eval-corpus", nargs="+", help="held-out text for the MLM test")
+    add("--eval-examples", type=int, help=f"held-out sequences scored (default {d.eval_examples})")
+    add("--max-seq-len", type=int, help=f"tokens per sequence (default {d.max_seq_len})")
+    add("--steps", type=int, help=f"optimizer updates per run (default {d.steps})")
+    add("--batch-size", type=int, help=f"sequences per update (default {d.batch_size})")
+    add("--lr", type=float, help=f"peak learning rate (default {d.lr})")
+    add("--device", help="auto, cpu, cuda, mps")
+
+
+def _split(given: dict, setup_class) -> dict:
+    """The grid settings: the experiment's own flags, and ``setup``, made of the setup class's fields."""
+    setup = setup_class(**{f.name: given.pop(f.name) for f in fields(setup_class) if f.name in given})
+    return {**given, "setup": setup}
+
+
+def _pretrain(given: dict):
+    from .recipes import PretrainSettings, pretrain
+    return pretrain(PretrainSettings(**given))
+
+
+def _export(given: dict):
+    from .recipes import ExportSettings, export
+    return export(ExportSettings(**given))
+
+
+def _finetune(given: dict):
+    from .recipes import FinetuneSettings, finetune
+    return finetune(FinetuneSettings(**given))
+
+
+def _evaluate(given: dict):
+    from .recipes import EvaluateSettings, evaluate
+    return evaluate(EvaluateSettings(**given))
+
+
+def _masking(given: dict, command: str):
+    from .experiments.masking import AblationSetup, MaskingSettings, experiment
+    return experiment(MaskingSettings(**_split(given, AblationSetup)), command=command)
+
+
+def _beyond_bert(given: dict, command: str):
+    from .experiments.beyond_bert import BeyondBertSettings, experiment
+    from .experiments.masking import GridSetup
+    return experiment(BeyondBertSettings(**_split(given, GridSetup)), command=command)
+
+
+# command -> (its parser, what runs it on the given flags, what to call the path it returns when printing it)
+RECIPES = {"pretrain": (pretrain_parser, _pretrain, "checkpoint"),
+           "export": (export_parser, _export, "model"),
+           "finetune": (finetune_parser, _finetune, None),
+           "evaluate": (evaluate_parser, _evaluate, None)}
+EXPERIMENTS = {"masking": (masking_parser, _masking), "beyond-bert": (beyond_bert_parser, _beyond_bert)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,17 +251,18 @@ def main(argv: list[str] | None = None) -> int:
         from .data import main as run
         return run(rest) or 0
     if command in RECIPES:
-        module, function, parser, label = RECIPES[command]
-        module = importlib.import_module(f".{module}", __package__)
-        return _run(lambda: getattr(module, function)(getattr(module, parser)().parse_args(rest)), label)
+        make_parser, recipe, label = RECIPES[command]
+        given = vars(make_parser().parse_args(rest))
+        return _run(lambda: recipe(given), label)
     if command == "experiment":
-        if rest[:1] not in (["masking"], ["beyond-bert"]):
+        if not rest or rest[0] not in EXPERIMENTS:
             print("usage: minibert experiment masking|beyond-bert --out FILE [options] "
                   "(see minibert experiment masking --help)", file=sys.stderr)
             return 2
-        module = importlib.import_module(".ablation" if rest[0] == "masking" else ".beyond_bert", __package__)
+        make_parser, experiment = EXPERIMENTS[rest[0]]
+        given = vars(make_parser().parse_args(rest[1:]))
         command_line = shlex.join(["minibert", "experiment", *rest])  # stored with the results
-        return _run(lambda: module.experiment(module.experiment_parser().parse_args(rest[1:]), command=command_line), None)
+        return _run(lambda: experiment(given, command_line), None)
     if command in ("release", "autograde"):
         from .course.grading import main as run
         return run([command, *rest]) or 0

@@ -9,6 +9,8 @@ import json
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
+import torch.nn.functional as F
+
 # (layers L, hidden H, heads A). BASE and LARGE are from Devlin et al. 2018; the small ones from
 # Turc et al. 2019 ("Well-Read Students Learn Better"), which keep H/A = 64 and FFN = 4H.
 PRESETS: dict[str, tuple[int, int, int]] = {
@@ -85,8 +87,8 @@ class BertConfig:
             p = getattr(self, name)
             if not 0.0 <= p < 1.0:
                 raise ValueError(f"BertConfig.{name} must be in [0, 1), got {p}")
-        if self.hidden_act not in ACTIVATIONS:
-            raise ValueError(f"hidden_act {self.hidden_act!r} is not supported; use one of {sorted(ACTIVATIONS)}")
+        if self.hidden_act not in ACT2FN:
+            raise ValueError(f"hidden_act {self.hidden_act!r} is not supported; use one of {sorted(ACT2FN)}")
         if self.embedding_size is not None and (not isinstance(self.embedding_size, int) or self.embedding_size < 1):
             raise ValueError(f"BertConfig.embedding_size must be a positive integer or None (= hidden_size), "
                              f"got {self.embedding_size!r}")
@@ -151,6 +153,14 @@ class BertConfig:
         return cls.from_dict(json.loads(Path(path).read_text()))
 
 
-# The activations of the BERT family, by their config.json names ("gelu" is the exact erf GELU
-# that the original BERT uses; "gelu_new" the tanh approximation of GPT-2).
-ACTIVATIONS = {"gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish"}
+# The activations of the BERT family by their config.json names, the one table the feed-forward
+# network and the MLM head look ``hidden_act`` up in. "gelu" is the exact erf GELU of the original
+# BERT; "gelu_new" and "gelu_pytorch_tanh" are GPT-2's tanh approximation under its two names.
+ACT2FN = {
+    "gelu": F.gelu,
+    "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
+    "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "relu": F.relu,
+    "silu": F.silu,
+    "swish": F.silu,
+}

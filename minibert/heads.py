@@ -1,10 +1,11 @@
 """The heads: BERT's two pre-training tasks and the task layers of fine-tuning (Devlin et al. §3.1, §4).
 
 Masked LM predicts the original token at masked positions through a transform + a decoder that
-shares its weights with the input embeddings; NSP classifies the pooled [CLS] vector as
-IsNext / NotNext. Fine-tuning adds one linear layer: on [CLS] for sentence classification, on
-every token for tagging, and a start/end scorer over tokens for SQuAD spans. Every model computes
-its loss when given labels; label -100 marks positions that do not count.
+shares its weights with the input embeddings (`BertLMPredictionHead`, `tie_decoder`, `masked_lm`);
+NSP classifies the pooled [CLS] vector as IsNext / NotNext (`NextSentencePredictionHead`).
+Fine-tuning adds one linear layer: on [CLS] for sentence classification, on every token for
+tagging, and a start/end scorer over tokens for SQuAD spans. Every model computes its loss when
+given labels; label -100 marks positions that do not count.
 """
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .config import BertConfig
-from .model import ACT2FN, BertModel, BertPreTrainedModel
-from .outputs import PreTrainingOutput, QuestionAnsweringOutput, TaskOutput
+from .config import ACT2FN, BertConfig
+from .model import BertModel, BertPreTrainedModel
+from .outputs import MaskedLMOutput, PreTrainingOutput, QuestionAnsweringOutput, TaskOutput
 
 IGNORE_INDEX = -100  # cross_entropy's default ignore_index: unmasked tokens, padding, [CLS]/[SEP] tags
 
@@ -33,7 +34,8 @@ class BertPredictionHeadTransform(nn.Module):
 
 
 class BertLMPredictionHead(nn.Module):
-    """Scores over the vocabulary; ``decoder.weight`` is tied to the word embeddings (V × E)."""
+    """The masked-LM head: scores over the vocabulary; ``decoder.weight`` is tied to the word
+    embeddings (V × E, see `tie_decoder`)."""
 
     def __init__(self, config: BertConfig):
         super().__init__()
@@ -53,25 +55,37 @@ class BertOnlyMLMHead(nn.Module):
         self.predictions = BertLMPredictionHead(config)
 
 
+class NextSentencePredictionHead(nn.Linear):
+    """NSP: is sentence B the one that followed A (0, IsNext) or a random one (1, NotNext)? A linear
+    layer H → 2 on the pooled [CLS] vector. ALBERT's sentence-order prediction (SOP) uses it as it
+    is: 0 for A, B in their order, 1 for the two swapped."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config.hidden_size, 2)
+
+
 class BertPreTrainingHeads(nn.Module):
     """A container for both pre-training heads: ``cls.predictions.*`` and ``cls.seq_relationship.*``."""
 
     def __init__(self, config: BertConfig):
         super().__init__()
         self.predictions = BertLMPredictionHead(config)
-        self.seq_relationship = nn.Linear(config.hidden_size, 2)  # IsNext / NotNext from the pooled [CLS]
+        self.seq_relationship = NextSentencePredictionHead(config)
 
 
 def masked_lm(head: BertLMPredictionHead, sequence: Tensor, labels: Tensor | None,
-              training: bool) -> tuple[Tensor, Tensor | None]:
-    """MLM logits and the cross-entropy over the masked positions only (labels -100 elsewhere).
+              masked_only: bool = False) -> tuple[Tensor, Tensor | None]:
+    """MLM logits and the mean cross-entropy over the masked positions (labels -100 elsewhere).
 
-    In training only the ~15% masked positions are scored, so the V-wide decoder runs only there:
-    for a small BERT the (B·T, H) × (H, V) decoder costs more than the whole encoder, and the loss
-    and gradients are the same. The logits are then (N_masked, V), in the order of
-    ``labels != -100``; in evaluation, or without labels, they are (B, T, V) as in transformers.
+    The logits are (B, T, V), as in transformers. ``masked_only`` (masked-only decoding) runs the
+    V-wide decoder only where labels != -100 and returns (N_masked, V), the masked positions in
+    row-major order. That is about 15% of the tokens, and for a small BERT the (B·T, H) × (H, V)
+    decoder costs more than the whole encoder, so most of a training step's work is saved (as
+    Google's code did with ``masked_lm_positions``). The loss and its gradients are the same.
     """
-    if labels is not None and training:
+    if masked_only:
+        if labels is None:
+            raise ValueError("masked_only=True needs labels: they say which positions are masked (not -100)")
         masked = labels != IGNORE_INDEX                    # (B, T)
         logits = head(sequence[masked])                    # (N_masked, H) -> (N_masked, V)
         return logits, F.cross_entropy(logits, labels[masked])
@@ -82,7 +96,9 @@ def masked_lm(head: BertLMPredictionHead, sequence: Tensor, labels: Tensor | Non
     return logits, loss
 
 
-def _tie_decoder(model: BertPreTrainedModel, head: BertLMPredictionHead) -> None:
+def tie_decoder(model: BertPreTrainedModel, head: BertLMPredictionHead) -> None:
+    """The MLM decoder reuses the input embedding matrix (Press & Wolf 2017, as in BERT's code): one
+    V × E table both reads tokens in and scores them out, and is counted and stored once."""
     head.decoder.weight = model.bert.embeddings.word_embeddings.weight
 
 
@@ -97,17 +113,21 @@ class BertForPreTraining(BertPreTrainedModel):
         self.init_weights()
 
     def tie_weights(self) -> None:
-        _tie_decoder(self, self.cls.predictions)
+        tie_decoder(self, self.cls.predictions)
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None,
-                next_sentence_label=None, output_attentions=False, output_hidden_states=False):
+                next_sentence_label=None, output_attentions=False, output_hidden_states=False,
+                masked_only: bool = False):
+        """``masked_only=True`` (needs ``labels``): the MLM decoder runs at the masked positions only;
+        their logits are then in ``masked_logits`` and ``prediction_logits`` is None."""
         out = self.bert(input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states)
         nsp_logits = self.cls.seq_relationship(out.pooler_output)  # (B, 2)
-        mlm_logits, mlm_loss = masked_lm(self.cls.predictions, out.last_hidden_state, labels, self.training)
+        mlm_logits, mlm_loss = masked_lm(self.cls.predictions, out.last_hidden_state, labels, masked_only)
         loss = None
         if mlm_loss is not None and next_sentence_label is not None:
             loss = mlm_loss + F.cross_entropy(nsp_logits, next_sentence_label.view(-1))
-        return PreTrainingOutput(mlm_logits, nsp_logits, loss, out.hidden_states, out.attentions)
+        return PreTrainingOutput(None if masked_only else mlm_logits, nsp_logits, loss, out.hidden_states,
+                                 out.attentions, masked_logits=mlm_logits if masked_only else None)
 
 
 class BertForMaskedLM(BertPreTrainedModel):
@@ -121,13 +141,16 @@ class BertForMaskedLM(BertPreTrainedModel):
         self.init_weights()
 
     def tie_weights(self) -> None:
-        _tie_decoder(self, self.cls.predictions)
+        tie_decoder(self, self.cls.predictions)
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None,
-                output_attentions=False, output_hidden_states=False):
+                output_attentions=False, output_hidden_states=False, masked_only: bool = False):
+        """``masked_only=True`` (needs ``labels``): the decoder runs at the masked positions only;
+        their logits are then in ``masked_logits`` and ``logits`` is None."""
         out = self.bert(input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states)
-        logits, loss = masked_lm(self.cls.predictions, out.last_hidden_state, labels, self.training)
-        return TaskOutput(logits, loss, out.hidden_states, out.attentions)
+        logits, loss = masked_lm(self.cls.predictions, out.last_hidden_state, labels, masked_only)
+        return MaskedLMOutput(None if masked_only else logits, loss, out.hidden_states, out.attentions,
+                              masked_logits=logits if masked_only else None)
 
 
 class BertForSequenceClassification(BertPreTrainedModel):

@@ -1,9 +1,11 @@
-"""Reading and writing checkpoints in the Hugging Face layout: ``config.json`` + ``model.safetensors``.
+"""The Hugging Face layout: finding a checkpoint or tokenizer, reading and writing weights, int8 storage.
 
 Parameter names are the same as in transformers, so a checkpoint moves between the two libraries
-as it is. Weights are read with safetensors (no code runs on load); an old ``pytorch_model.bin`` is
-read with ``torch.load(weights_only=True)``, which refuses anything but tensors. A Hub id goes
-through the ordinary Hub cache (``HF_HOME``), so a pre-filled cache works offline.
+as it is: ``config.json`` + ``model.safetensors``. Weights are read with safetensors (no code runs
+on load); an old ``pytorch_model.bin`` is read with ``torch.load(weights_only=True)``, which refuses
+anything but tensors. `resolve` finds the files of a local folder or of a Hub model id, the one
+way weights and tokenizers are found; a Hub id goes through the ordinary Hub cache (``HF_HOME``),
+so a pre-filled cache works offline.
 """
 from __future__ import annotations
 
@@ -15,7 +17,6 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from . import int8
 from .atomic import atomic_path
 from .config import BertConfig
 
@@ -25,42 +26,79 @@ WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_mo
 BASE_MODULES = ("embeddings.", "encoder.", "pooler.")
 
 
-def resolve_checkpoint(name_or_path: str | os.PathLike) -> tuple[Path, Path]:
-    """(config.json, weights file) of a local directory or a Hub model id."""
-    path = Path(name_or_path)
-    if path.is_dir():
-        weights = next((path / f for f in WEIGHT_FILES if (path / f).exists()), None)
-        if not (path / "config.json").exists() or weights is None:
-            raise FileNotFoundError(f"{path} is not a checkpoint directory: it needs config.json and one of "
-                                    f"{', '.join(WEIGHT_FILES)} (what save_pretrained writes)")
-        return path / "config.json", weights
-    if path.exists() or str(name_or_path).startswith((".", "/", "~")) or str(name_or_path).count("/") > 1:
-        raise FileNotFoundError(f"{name_or_path!r} is not a checkpoint directory; give a directory written "
-                                "by save_pretrained or a model id on the Hugging Face Hub such as 'bert-base-uncased'")
-    return _download(str(name_or_path))
+def resolve(name_or_path: str | os.PathLike, needs: list[tuple[str, ...]], optional: tuple[str, ...] = (),
+            what: str = "checkpoint") -> dict[str, Path]:
+    """Local paths of the files of a checkpoint or tokenizer, from a folder or a Hub model id.
 
-
-def _download(model_id: str) -> tuple[Path, Path]:
-    from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import (EntryNotFoundError, LocalEntryNotFoundError,
-                                        RepositoryNotFoundError)
-    try:
-        config = Path(hf_hub_download(model_id, "config.json"))
-    except RepositoryNotFoundError:
-        raise OSError(f"{model_id!r} is neither a local directory nor a model id on the Hugging Face Hub; "
-                      "check the spelling (e.g. 'bert-base-uncased', 'google/bert_uncased_L-2_H-128_A-2')") from None
-    except LocalEntryNotFoundError:
-        raise OSError(f"{model_id!r} is not in the local Hugging Face cache (HF_HOME="
+    ``needs`` lists groups of alternatives: of each, the first file there is taken, and one must
+    be (``[("config.json",), WEIGHT_FILES]``); ``optional`` files are taken when there. Returns
+    {file name: path}. The errors name the mistake: a folder without the files, a Hub id that is
+    not in the cache while the Hub is out of reach, a name that is neither a folder nor a Hub id,
+    a Hub id that does not exist (a typo).
+    """
+    name = str(name_or_path)
+    folder = Path(name).expanduser()
+    wanted = " and ".join(group[0] if len(group) == 1 else "one of " + ", ".join(group) for group in needs)
+    hub = None
+    if not folder.is_dir():
+        if folder.exists() or name.startswith((".", "/", "~")) or name.count("/") > 1:
+            raise FileNotFoundError(_not_a_folder(name, what))
+        hub = _HubCache(name, what)
+    found = {}
+    for group in [*needs, *((filename,) for filename in optional)]:
+        for filename in group:
+            path = folder / filename if hub is None else hub(filename)
+            if path is not None and path.is_file():
+                found[filename] = path
+                break
+    missing = [group for group in needs if not found.keys() & set(group)]
+    if not missing:
+        return found
+    if hub is None:
+        raise FileNotFoundError(f"{folder} is not a {what} directory: it needs {wanted} (what save_pretrained writes)")
+    if not found and hub.cache_only:
+        raise OSError(f"{name!r} is not in the local Hugging Face cache (HF_HOME="
                       f"{os.environ.get('HF_HOME', '~/.cache/huggingface')}) and the Hub cannot be reached"
-                      f"{' (HF_HUB_OFFLINE is set)' if os.environ.get('HF_HUB_OFFLINE') else ''}; connect once "
-                      "to download it, or point HF_HOME at a cache that holds it") from None
-    for filename in WEIGHT_FILES:
+                      f"{' (HF_HUB_OFFLINE is set)' if hub.offline else ''}; connect once to download it, "
+                      "or point HF_HOME at a cache that holds it")
+    lacking = " and ".join(" or ".join(group) for group in missing)
+    raise OSError(f"{name!r} on the Hugging Face Hub has no {lacking}"
+                  f"{' (or the local cache lacks it and the Hub cannot be reached)' if hub.cache_only else ''}; "
+                  f"a {what} needs {wanted}")
+
+
+def _not_a_folder(name: str, what: str) -> str:
+    return (f"{name!r} is not a {what} directory, nor a model id on the Hugging Face Hub; give a directory "
+            "written by save_pretrained or a Hub id such as 'bert-base-uncased'")
+
+
+class _HubCache:
+    """One Hub model's files through the Hugging Face cache: ``self(filename)`` is its local path,
+    downloaded if need be, or None. After one miss with the Hub out of reach only the cache is asked,
+    so a missing network costs one timeout, not one per file."""
+
+    def __init__(self, model_id: str, what: str):
+        from huggingface_hub import constants
+        self.model_id, self.what = model_id, what
+        self.offline = self.cache_only = constants.HF_HUB_OFFLINE
+
+    def __call__(self, filename: str) -> Path | None:
+        from huggingface_hub import hf_hub_download
+        from huggingface_hub.errors import (EntryNotFoundError, HFValidationError, LocalEntryNotFoundError,
+                                            RepositoryNotFoundError)
         try:
-            return config, Path(hf_hub_download(model_id, filename))
-        except (EntryNotFoundError, LocalEntryNotFoundError):
-            continue
-    raise OSError(f"{model_id!r} has a config.json but none of {', '.join(WEIGHT_FILES)} could be found "
-                  "(not on the Hub, or not in the offline cache)")
+            return Path(hf_hub_download(self.model_id, filename, local_files_only=self.cache_only))
+        except LocalEntryNotFoundError:  # not in the cache, and the Hub out of reach or not to be asked
+            self.cache_only = True
+        except EntryNotFoundError:  # the model has no such file
+            pass
+        except HFValidationError:
+            raise FileNotFoundError(_not_a_folder(self.model_id, self.what)) from None
+        except RepositoryNotFoundError:
+            raise OSError(f"there is no model {self.model_id!r} on the Hugging Face Hub; check the spelling "
+                          "(e.g. 'bert-base-uncased', 'google/bert_uncased_L-2_H-128_A-2'); a private or gated "
+                          "model needs `hf auth login`") from None
+        return None
 
 
 def load_state_dict(weights: Path) -> dict[str, torch.Tensor]:
@@ -73,7 +111,7 @@ def load_state_dict(weights: Path) -> dict[str, torch.Tensor]:
         state = load_file(weights)
     else:
         state = torch.load(weights, map_location="cpu", weights_only=True)
-    return int8.dequantize(state) if int8.is_quantized(state) else state
+    return dequantize_int8(state) if is_int8(state) else state
 
 
 def normalize_keys(state: dict[str, torch.Tensor], has_prefix: bool) -> dict[str, torch.Tensor]:
@@ -111,7 +149,8 @@ class PretrainedMixin:
 
         ``config_overrides`` change the stored config, e.g. ``num_labels=3`` for a new classifier.
         """
-        config_file, weights = resolve_checkpoint(name_or_path)
+        files = resolve(name_or_path, [("config.json",), WEIGHT_FILES])
+        config_file, weights = files["config.json"], next(files[f] for f in WEIGHT_FILES if f in files)
         config = (config or BertConfig.load(config_file)).replace(**config_overrides)
         model = cls(config)
         has_prefix = hasattr(model, "bert")
@@ -150,14 +189,14 @@ class PretrainedMixin:
         """Write config.json + model.safetensors; each file appears whole or not at all.
 
         ``int8_weights``: store the matrices as int8 rows with a scale each (a quarter of fp32's size;
-        only minibert reads it back, see ``minibert.int8``).
+        only minibert reads it back, see `quantize_int8`).
         """
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         aliases = tied_aliases(self)
         state = {k: v.detach().contiguous() for k, v in self.state_dict().items() if k not in aliases}
         if int8_weights:
-            state = int8.quantize(state)
+            state = quantize_int8(state)
         config = {**self.config.to_dict(), "architectures": [type(self).__name__]}
         with atomic_path(directory / "model.safetensors") as tmp:
             save_file(state, tmp, metadata={"format": "pt"})
@@ -165,3 +204,60 @@ class PretrainedMixin:
             tmp.write_text(json.dumps(config, indent=2) + "\n")
         return directory
 
+
+# --- int8 storage ---------------------------------------------------------------------------
+# Weight-only int8: a checkpoint a quarter of its fp32 size, for shipping, not for computing.
+#
+# Each large matrix (linear weights, embedding tables) is stored as int8 with one fp32 scale per row:
+# ``W ≈ q · s`` with ``s = max|W_row| / 127`` and ``q = round(W / s)``, so every weight is off by at
+# most half a step, ``s / 2``. Per row rather than per tensor because rows differ a lot in size (a
+# rare token's embedding against a frequent one's); one scale for the whole table would round the
+# small rows to zero. Vectors (biases, LayerNorm) stay in fp16: they are few and sensitive.
+#
+# Loading turns the rows back into fp32 before the model sees them, so the model computes exactly as
+# it would with the rounded fp32 weights: this is about the size of a download or a repository,
+# unlike the *dynamic* quantisation of notebook 09, which computes in int8 to run faster. The file is
+# still plain safetensors (no pickle), but only minibert reads it: transformers does not know the
+# ``.int8_scale`` tensors. Loading one with minibert and calling ``save_pretrained`` gives back a
+# checkpoint transformers reads.
+
+INT8_SCALE_SUFFIX = ".int8_scale"
+INT8_MIN_NUMEL = 4096  # smaller tensors are not worth a scale per row
+
+
+def quantize_int8(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A state dict with its float matrices as int8 rows plus ``name.int8_scale``; the rest in fp16."""
+    out = {}
+    for name, tensor in state.items():
+        if not tensor.is_floating_point():
+            out[name] = tensor
+        elif tensor.dim() == 2 and tensor.numel() >= INT8_MIN_NUMEL:
+            w = tensor.detach().float()
+            scale = w.abs().amax(dim=1).clamp_min(1e-12) / 127  # (rows,): one step per row
+            out[name] = torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8).contiguous()
+            out[name + INT8_SCALE_SUFFIX] = scale.contiguous()
+        else:
+            out[name] = tensor.detach().half().contiguous()
+    return out
+
+
+def is_int8(state: dict[str, torch.Tensor]) -> bool:
+    return any(name.endswith(INT8_SCALE_SUFFIX) for name in state)
+
+
+def dequantize_int8(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Undo `quantize_int8`: int8 rows times their scales, everything as fp32."""
+    out = {}
+    for name, tensor in state.items():
+        if name.endswith(INT8_SCALE_SUFFIX):
+            continue
+        scale = state.get(name + INT8_SCALE_SUFFIX)
+        if scale is not None:
+            if tensor.dtype != torch.int8 or scale.shape != tensor.shape[:1]:
+                raise ValueError(f"{name}: an int8 matrix with one scale per row was expected, found "
+                                 f"{tensor.dtype} {tuple(tensor.shape)} with scales {tuple(scale.shape)}; "
+                                 "the checkpoint is damaged: download or export it again")
+            out[name] = tensor.float() * scale.float()[:, None]
+        else:
+            out[name] = tensor.float() if tensor.is_floating_point() else tensor
+    return out

@@ -7,27 +7,18 @@ Hugging Face ones, so ``model.state_dict()`` has exactly the keys of a BERT chec
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .attention import BertAttention
-from .config import BertConfig
-from .embeddings import BertEmbeddings
-from .outputs import BaseModelOutput
+from .add_norm import AddNorm
+from .attention import BertAttention, padding_mask
+from .config import ACT2FN, BertConfig
+from .embeddings import BertEmbeddings, factorised_embedding_projection
 from .hub import PretrainedMixin
-
-ACT2FN = {
-    "gelu": F.gelu,  # the exact erf form, as in the original BERT
-    "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
-    "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
-    "relu": F.relu,
-    "silu": F.silu,
-    "swish": F.silu,
-}
+from .outputs import BaseModelOutput
 
 
 class BertIntermediate(nn.Module):
-    """The first half of the feed-forward network: H → 4H, then GELU."""
+    """The feed-forward network's first half (the Hugging Face name): W₁ (H → 4H), then GELU."""
 
     def __init__(self, config: BertConfig):
         super().__init__()
@@ -38,21 +29,31 @@ class BertIntermediate(nn.Module):
         return self.act(self.dense(x))
 
 
-class BertOutput(nn.Module):
-    """The second half: 4H → H, dropout, residual, LayerNorm."""
+class BertOutput(AddNorm):
+    """The feed-forward network's second half (the Hugging Face name): W₂ (4H → H), then add & norm."""
 
     def __init__(self, config: BertConfig):
-        super().__init__()
-        self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
-
-    def forward(self, x: Tensor, residual: Tensor) -> Tensor:
-        return self.LayerNorm(residual + self.dropout(self.dense(x)))
+        super().__init__(config, config.intermediate_size)
 
 
-class BertLayer(nn.Module):
-    """One Transformer encoder block: attention sub-layer, then feed-forward sub-layer."""
+class FeedForward:
+    """The position-wise feed-forward sub-layer: x ← LayerNorm(x + Dropout(W₂ GELU(W₁x + b₁) + b₂)).
+
+    Each token goes through the same two-layer network on its own (attention is where tokens
+    meet); the hidden layer is 4H wide. Checkpoints keep the two halves directly under the layer,
+    ``intermediate`` (W₁, GELU) and ``output`` (W₂, add & norm), with no module around them, so
+    this holds no weights of its own: `BertLayer` owns the halves and runs them with `feed_forward`.
+    """
+
+    intermediate: BertIntermediate
+    output: BertOutput
+
+    def feed_forward(self, x: Tensor) -> Tensor:
+        return self.output(self.intermediate(x), x)  # (B, T, H) -> (B, T, 4H) -> (B, T, H)
+
+
+class BertLayer(FeedForward, nn.Module):
+    """One Transformer encoder block: the attention sub-layer, then the feed-forward sub-layer."""
 
     def __init__(self, config: BertConfig):
         super().__init__()
@@ -63,18 +64,17 @@ class BertLayer(nn.Module):
     def forward(self, hidden: Tensor, mask: Tensor | None = None,
                 output_attentions: bool = False) -> tuple[Tensor, Tensor | None]:
         attended, probs = self.attention(hidden, mask, output_attentions)
-        return self.output(self.intermediate(attended), attended), probs
+        return self.feed_forward(attended), probs
 
 
 class BertEncoder(nn.Module):
-    """L layers in a row. ALBERT's options: an E → H projection of the embeddings first (named as in
-    transformers' ALBERT), and ``share_layers``: one layer's weights applied L times."""
+    """The stack: L layers in a row. ALBERT's options: the factorised embedding's E → H projection
+    first, and ``share_layers``: one layer's weights applied L times."""
 
     def __init__(self, config: BertConfig):
         super().__init__()
         self.config = config
-        if config.embedding_dim != config.hidden_size:
-            self.embedding_hidden_mapping_in = nn.Linear(config.embedding_dim, config.hidden_size)
+        self.embedding_hidden_mapping_in = factorised_embedding_projection(config)  # None in BERT
         distinct = 1 if config.share_layers else config.num_hidden_layers
         self.layer = nn.ModuleList(BertLayer(config) for _ in range(distinct))
         for index, heads in config.pruned_heads.items():
@@ -87,7 +87,7 @@ class BertEncoder(nn.Module):
 
     def forward(self, hidden: Tensor, mask: Tensor | None = None, output_attentions: bool = False,
                 output_hidden_states: bool = False) -> BaseModelOutput:
-        if hasattr(self, "embedding_hidden_mapping_in"):
+        if self.embedding_hidden_mapping_in is not None:
             hidden = self.embedding_hidden_mapping_in(hidden)  # (B, T, E) -> (B, T, H)
         all_hidden = [hidden] if output_hidden_states else None
         all_attentions = [] if output_attentions else None
@@ -161,14 +161,11 @@ class BertModel(BertPreTrainedModel):
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
                 token_type_ids: Tensor | None = None, output_attentions: bool = False,
                 output_hidden_states: bool = False) -> BaseModelOutput:
-        self.check_inputs(input_ids, attention_mask, token_type_ids)
+        check_inputs(self.config, input_ids, attention_mask, token_type_ids)
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
-        mask = None
-        if attention_mask is not None:
-            mask = attention_mask.bool()[:, None, None, :]  # (B, T) -> (B, 1, 1, T): every head, every query
         hidden = self.embeddings(input_ids, token_type_ids)
-        out = self.encoder(hidden, mask, output_attentions, output_hidden_states)
+        out = self.encoder(hidden, padding_mask(attention_mask), output_attentions, output_hidden_states)
         out.pooler_output = self.pooler(out.last_hidden_state) if self.pooler is not None else None
         return out
 
@@ -184,31 +181,36 @@ class BertModel(BertPreTrainedModel):
         for layer, heads in heads_by_layer.items():
             self.encoder.layer[int(layer)].attention.prune_heads(heads)
 
-    def check_inputs(self, input_ids: Tensor, attention_mask: Tensor | None,
-                     token_type_ids: Tensor | None) -> None:
-        """Turn the usual mistakes into messages that say what to do, not an index error in an embedding."""
-        if not isinstance(input_ids, Tensor):
-            raise TypeError(f"input_ids must be a torch.Tensor of token ids, got {type(input_ids).__name__}; "
-                            "use tokenizer(..., return_tensors='pt')")
-        if input_ids.dim() != 2:
-            raise ValueError(f"input_ids must have shape (batch, seq_len), got {tuple(input_ids.shape)}; "
-                             "for a single sequence use input_ids.unsqueeze(0)")
-        if input_ids.dtype not in (torch.long, torch.int32):
-            raise TypeError(f"input_ids must be integer token ids, got dtype {input_ids.dtype}")
-        for name, other in (("attention_mask", attention_mask), ("token_type_ids", token_type_ids)):
-            if other is not None and other.shape != input_ids.shape:
-                raise ValueError(f"{name} has shape {tuple(other.shape)} but input_ids has "
-                                 f"{tuple(input_ids.shape)}; they must match token for token")
-        cfg = self.config
-        if input_ids.size(1) > cfg.max_position_embeddings:
-            raise ValueError(f"sequence length {input_ids.size(1)} is longer than max_position_embeddings="
-                             f"{cfg.max_position_embeddings}; truncate the input "
-                             f"(tokenizer(..., truncation=True, max_length={cfg.max_position_embeddings}))")
-        if torch.compiler.is_compiling() or input_ids.numel() == 0:
-            return  # reading values needs a device sync and would break a compiled graph
-        if input_ids.min() < 0 or input_ids.max() >= cfg.vocab_size:
-            bad = input_ids[(input_ids < 0) | (input_ids >= cfg.vocab_size)].unique()[:5].tolist()
-            raise ValueError(f"token ids {bad} are outside the vocabulary [0, {cfg.vocab_size}); was the "
-                             "input made with a tokenizer for another vocabulary?")
-        if token_type_ids is not None and (token_type_ids.min() < 0 or token_type_ids.max() >= cfg.type_vocab_size):
-            raise ValueError(f"token_type_ids must be in [0, {cfg.type_vocab_size}): 0 for sentence A, 1 for B")
+
+def check_inputs(config: BertConfig, input_ids: Tensor, attention_mask: Tensor | None = None,
+                 token_type_ids: Tensor | None = None) -> None:
+    """Turn the usual mistakes into messages that say what to do, not an index error in an embedding.
+
+    Shapes and dtypes are checked always. Token and segment ids are checked against the vocabulary
+    only on the CPU, where reading them is free: on a GPU, ``.min()`` would wait for the device at
+    every forward pass. So the Trainer checks each batch here before moving it to the device.
+    """
+    if not isinstance(input_ids, Tensor):
+        raise TypeError(f"input_ids must be a torch.Tensor of token ids, got {type(input_ids).__name__}; "
+                        "use tokenizer(..., return_tensors='pt')")
+    if input_ids.dim() != 2:
+        raise ValueError(f"input_ids must have shape (batch, seq_len), got {tuple(input_ids.shape)}; "
+                         "for a single sequence use input_ids.unsqueeze(0)")
+    if input_ids.dtype not in (torch.long, torch.int32):
+        raise TypeError(f"input_ids must be integer token ids, got dtype {input_ids.dtype}")
+    for name, other in (("attention_mask", attention_mask), ("token_type_ids", token_type_ids)):
+        if other is not None and other.shape != input_ids.shape:
+            raise ValueError(f"{name} has shape {tuple(other.shape)} but input_ids has "
+                             f"{tuple(input_ids.shape)}; they must match token for token")
+    if input_ids.size(1) > config.max_position_embeddings:
+        raise ValueError(f"sequence length {input_ids.size(1)} is longer than max_position_embeddings="
+                         f"{config.max_position_embeddings}; truncate the input "
+                         f"(tokenizer(..., truncation=True, max_length={config.max_position_embeddings}))")
+    if input_ids.device.type != "cpu" or torch.compiler.is_compiling() or input_ids.numel() == 0:
+        return  # reading values would wait for the device, or break a compiled graph
+    if input_ids.min() < 0 or input_ids.max() >= config.vocab_size:
+        bad = input_ids[(input_ids < 0) | (input_ids >= config.vocab_size)].unique()[:5].tolist()
+        raise ValueError(f"token ids {bad} are outside the vocabulary [0, {config.vocab_size}); was the "
+                         "input made with a tokenizer for another vocabulary?")
+    if token_type_ids is not None and (token_type_ids.min() < 0 or token_type_ids.max() >= config.type_vocab_size):
+        raise ValueError(f"token_type_ids must be in [0, {config.type_vocab_size}): 0 for sentence A, 1 for B")

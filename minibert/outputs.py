@@ -1,7 +1,9 @@
 """What the models return: named fields, as in transformers, so ``out.last_hidden_state`` reads the same.
 
 Fields a call did not compute are None (``attentions`` unless ``output_attentions=True``, ``loss``
-unless labels were given).
+unless labels were given). The masked-LM scores are (B, T, V) in ``prediction_logits`` / ``logits``
+whatever the mode; with ``masked_only=True`` they are only the masked positions' (N_masked, V), in
+``masked_logits``, and the full field is None.
 """
 from __future__ import annotations
 
@@ -20,20 +22,30 @@ class BaseModelOutput:
 
 @dataclass
 class PreTrainingOutput:
-    prediction_logits: Tensor                    # (B, T, V): masked-LM scores; (N_masked, V) when training with labels
+    prediction_logits: Tensor | None             # (B, T, V): masked-LM scores; None with masked_only=True
     seq_relationship_logits: Tensor              # (B, 2): 0 = B follows A, 1 = B is random
+    loss: Tensor | None = None
+    hidden_states: tuple[Tensor, ...] | None = None
+    attentions: tuple[Tensor, ...] | None = None
+    masked_logits: Tensor | None = None          # (N_masked, V) with masked_only=True: the masked positions, row-major
+
+
+@dataclass
+class TaskOutput:
+    """Sequence / token classification: one logits tensor."""
+    logits: Tensor                               # (B, num_labels) or (B, T, num_labels)
     loss: Tensor | None = None
     hidden_states: tuple[Tensor, ...] | None = None
     attentions: tuple[Tensor, ...] | None = None
 
 
 @dataclass
-class TaskOutput:
-    """Masked LM, sequence / token classification: one logits tensor."""
-    logits: Tensor
+class MaskedLMOutput:
+    logits: Tensor | None                        # (B, T, V); None with masked_only=True
     loss: Tensor | None = None
     hidden_states: tuple[Tensor, ...] | None = None
     attentions: tuple[Tensor, ...] | None = None
+    masked_logits: Tensor | None = None          # (N_masked, V) with masked_only=True: the masked positions, row-major
 
 
 @dataclass

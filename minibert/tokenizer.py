@@ -13,25 +13,23 @@ has an encoding and nothing is out of vocabulary but characters never seen. The 
 
 `wordpiece` is the algorithm in plain Python, to read; `BertTokenizer` runs the same pipeline in
 the Rust ``tokenizers`` library (fast enough for whole corpora) behind the method names of
-Hugging Face ``transformers``, and reads and writes the same files.
+Hugging Face ``transformers``, and reads and writes the same files. How a vocabulary is learned
+is in `minibert.vocabulary`; how a folder or Hub id is found, in `minibert.hub.resolve`.
 """
 from __future__ import annotations
 
 import json
 import os
-from collections import Counter
 from pathlib import Path
 
 import torch
-from huggingface_hub import constants as hub_constants
-from huggingface_hub import hf_hub_download
-from huggingface_hub.errors import (EntryNotFoundError, HFValidationError, LocalEntryNotFoundError,
-                                   RepositoryNotFoundError)
-from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, processors, trainers
+from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, processors
 from tokenizers.models import WordPiece
 
-PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
-SPECIAL_TOKENS = [PAD, UNK, CLS, SEP, MASK]  # in this order a trained vocabulary starts: [PAD] = 0
+from .hub import resolve
+from .vocabulary import CLS, MASK, PAD, SEP, SPECIAL_TOKENS, UNK, learn_vocabulary, read_texts
+
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt")  # either holds the vocabulary; tokenizer.json is preferred
 PADDING = {False, True, "do_not_pad", "longest", "max_length"}
 TRUNCATION = {False, True, "do_not_truncate", "longest_first", "only_first", "only_second"}
 # transformers writes a huge model_max_length (1e30) for "not set"; BERT's position limit is 512.
@@ -142,7 +140,11 @@ class BertTokenizer:
         A Hub id goes through the Hugging Face cache (``HF_HOME``), so it also works offline for
         models downloaded before. ``kwargs`` override what the files say, e.g. ``model_max_length``.
         """
-        files = _find_tokenizer_files(str(name_or_path))
+        local = Path(name_or_path).expanduser()
+        if local.is_file():  # tokenizer.json or a vocab.txt by any name
+            files = {"tokenizer.json" if local.suffix == ".json" else "vocab.txt": local}
+        else:
+            files = resolve(name_or_path, [TOKENIZER_FILES], optional=("tokenizer_config.json",), what="tokenizer")
         config = {}
         if files.get("tokenizer_config.json"):
             config = json.loads(files["tokenizer_config.json"].read_text(encoding="utf-8"))
@@ -162,51 +164,16 @@ class BertTokenizer:
     @classmethod
     def train(cls, texts_or_files, vocab_size: int = 30522, min_frequency: int = 2,
               lowercase: bool = True, limit_alphabet: int = 1000, model_max_length: int = 512) -> "BertTokenizer":
-        """Learn a WordPiece vocabulary of ``vocab_size`` pieces from text.
+        """Learn a WordPiece vocabulary of ``vocab_size`` pieces from text (`minibert.vocabulary`).
 
         ``texts_or_files`` is an iterable of strings (documents or lines) or a list of UTF-8 file
-        paths, normalised and pre-tokenised as at encoding time. The vocabulary starts with the
-        special tokens, so ``[PAD]`` is 0 as in every BERT (the model's padding embedding); then
-        come the characters: the ``limit_alphabet`` most frequent ones (rarer symbols become
-        ``[UNK]`` instead of taking vocabulary slots), as word starts and as ``##`` continuations;
-        then merged pieces in the order they were learned, most frequent first, each seen at least
-        ``min_frequency`` times.
-
-        Google never released WordPiece's training code (it picks merges by language-model
-        likelihood); ``tokenizers`` learns the pieces with BPE-style frequency merges, and the
-        pieces are then used with WordPiece's longest match, like most BERT vocabularies since.
+        paths, normalised and pre-tokenised as at encoding time. Pieces are kept if seen at least
+        ``min_frequency`` times; the ``limit_alphabet`` most frequent characters are the alphabet.
         """
-        if isinstance(texts_or_files, (str, os.PathLike)):
-            if not os.path.isfile(texts_or_files):
-                raise TypeError("texts_or_files must be an iterable of strings or a list of file paths, "
-                                "got a single string; wrap it in a list")
-            texts_or_files = [texts_or_files]
-        if isinstance(texts_or_files, (list, tuple)) and all(_is_file(f) for f in texts_or_files):
-            texts = [line for path in texts_or_files
-                     for line in Path(path).read_text(encoding="utf-8").splitlines()]
-        else:
-            texts = list(texts_or_files)
+        texts = read_texts(texts_or_files)
         learner = cls({t: i for i, t in enumerate(SPECIAL_TOKENS)}, do_lower_case=lowercase).backend_tokenizer
-
-        # Choose the alphabet here and number it in a fixed order. Left alone, tokenizers numbers the
-        # ## characters in hash-map order, which breaks ties between equally frequent merges, so each
-        # run learns a slightly different vocabulary (huggingface/tokenizers#1794). Listing them as
-        # special tokens is the one way to number them first; `cls(...)` below drops that flag.
-        counts, inside = Counter(), set()
-        split, normalize = learner.pre_tokenizer.pre_tokenize_str, learner.normalizer.normalize_str
-        for text in texts:
-            words = [word for word, _ in split(normalize(text))]
-            counts.update("".join(words))
-            inside.update("".join(word[1:] for word in words))
-        alphabet = sorted(counts, key=lambda char: (-counts[char], char))[:limit_alphabet]
-        continuations = ["##" + char for char in sorted(inside.intersection(alphabet))]
-
-        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
-                                            special_tokens=SPECIAL_TOKENS + continuations,
-                                            initial_alphabet=alphabet, limit_alphabet=limit_alphabet,
-                                            continuing_subword_prefix="##", show_progress=False)
-        learner.train_from_iterator(texts, trainer)
-        return cls(learner.get_vocab(), do_lower_case=lowercase, model_max_length=model_max_length)
+        vocab = learn_vocabulary(learner, texts, vocab_size, min_frequency, limit_alphabet)
+        return cls(vocab, do_lower_case=lowercase, model_max_length=model_max_length)
 
     def save_pretrained(self, save_directory: str | os.PathLike) -> tuple[str, ...]:
         """Write vocab.txt, tokenizer.json and tokenizer_config.json, the files transformers reads."""
@@ -412,10 +379,6 @@ def _as_batch(text, name: str, split_into_words: bool) -> tuple[list, bool]:
     raise TypeError(f"{name} must be {wanted}, got {type(text).__name__} {text!r:.80}")
 
 
-def _is_file(path) -> bool:
-    return isinstance(path, (str, os.PathLike)) and os.path.isfile(path)
-
-
 def _read_tokenizer_json(path: Path) -> tuple[dict[str, int], dict]:
     """The vocabulary and the normaliser settings of a saved ``tokenizers`` BERT pipeline."""
     spec = json.loads(path.read_text(encoding="utf-8"))
@@ -426,37 +389,3 @@ def _read_tokenizer_json(path: Path) -> tuple[dict[str, int], dict]:
     return model["vocab"], {"do_lower_case": norm["lowercase"], "strip_accents": norm["strip_accents"],
                             "tokenize_chinese_chars": norm["handle_chinese_chars"],
                             "max_input_chars_per_word": model["max_input_chars_per_word"]}
-
-
-def _find_tokenizer_files(name: str) -> dict[str, Path | None]:
-    """Local paths of tokenizer.json, vocab.txt and tokenizer_config.json for a path or Hub id."""
-    names = ("tokenizer.json", "vocab.txt", "tokenizer_config.json")
-    local = Path(name).expanduser()
-    if local.is_file():
-        return {"tokenizer.json" if local.suffix == ".json" else "vocab.txt": local}
-    if local.is_dir():
-        files = {n: local / n if (local / n).is_file() else None for n in names}
-        if not (files["tokenizer.json"] or files["vocab.txt"]):
-            raise OSError(f"{local} holds neither tokenizer.json nor vocab.txt; "
-                          "write them there with save_pretrained()")
-        return files
-    files, cache_only = {}, hub_constants.HF_HUB_OFFLINE
-    for filename in names:
-        try:
-            files[filename] = Path(hf_hub_download(name, filename, local_files_only=cache_only))
-        except LocalEntryNotFoundError:  # not in the cache, and the Hub is unreachable or not asked
-            files[filename], cache_only = None, True  # so do not wait for the network again
-        except EntryNotFoundError:  # the repository has no such file
-            files[filename] = None
-        except HFValidationError:
-            raise OSError(f"{name!r} is neither a local file or folder nor a Hugging Face Hub model id") from None
-        except RepositoryNotFoundError:
-            raise OSError(f"there is no model {name!r} on the Hugging Face Hub (or it is private or gated: "
-                          "log in with `hf auth login`)") from None
-    if not (files["tokenizer.json"] or files["vocab.txt"]):
-        hub = ("downloads are off (HF_HUB_OFFLINE=1)" if hub_constants.HF_HUB_OFFLINE
-               else "the Hub did not provide them (no network, or the repository lacks them)")
-        raise OSError(f"found no tokenizer.json or vocab.txt for {name!r}: it is not a local path, the Hugging Face "
-                      f"cache {hub_constants.HF_HUB_CACHE} does not hold them, and {hub}. Check the name, "
-                      "download the model once while online, or pass a local folder.")
-    return files

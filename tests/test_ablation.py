@@ -5,18 +5,11 @@ import math
 import pytest
 import torch
 
-from minibert import BertConfig, BertForMaskedLM, BertForPreTraining, BertModel, BertTokenizer
+from minibert import BertConfig, BertForMaskedLM, BertForPreTraining, BertModel
 from minibert.experiments.masking import (PAPER_TABLE8, STRATEGIES, AblationSetup, MaskingAblation, Run, difference_and_error,
                                load_results, masking_grid, summarize, table)
 from minibert.analysis.probing import LinearProbe, majority_accuracy, tagging_probe, word_features
-from minibert.recipes import pretraining_metrics
-
-MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return BertTokenizer.from_pretrained(MODEL_ID)
+from minibert.pretraining import pretraining_metrics
 
 
 def small_model(tokenizer, **overrides):

@@ -10,14 +10,13 @@ import pytest
 import torch
 from torch import nn
 
-from minibert import BertConfig, BertModel, BertTokenizer, data
+from minibert import BertConfig, BertModel, data
 from minibert.analysis import (coreference_accuracy, dependency_accuracy, load_gap, load_ud_english_ewt,
                                offset_accuracy, parse_conllu, piece_words, predict_heads, random_like,
                                read_conllu, read_gap, word_attention)
 from minibert.analysis.coreference import head_word_span
 from minibert.analysis.gap import GapExample
-
-MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+from offline import MINILM
 
 
 @pytest.fixture(scope="session")
@@ -34,13 +33,8 @@ def ewt_dev(data_home):
 
 
 @pytest.fixture(scope="session")
-def tokenizer():
-    return BertTokenizer.from_pretrained(MODEL_ID)
-
-
-@pytest.fixture(scope="session")
 def minilm():
-    return BertModel.from_pretrained(MODEL_ID)
+    return BertModel.from_pretrained(MINILM)
 
 
 # --- CoNLL-U ------------------------------------------------------------------------------------

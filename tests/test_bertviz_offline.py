@@ -20,8 +20,8 @@ from PIL import Image
 from minibert import BertConfig, BertModel, BertTokenizer
 from minibert.viz.bertviz import QueriesAndKeys, head_view, inline_libraries, model_view, neuron_view
 from minibert.viz import attention_for
+from offline import MINILM
 
-MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 SENTENCE = "The cat sat on the mat because it was tired."
 WINDOW = (1100, 900)
 CONTROLS_HEIGHT = 60  # the dropdowns and head swatches above the drawing

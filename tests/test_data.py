@@ -246,7 +246,7 @@ def test_fetch_online_writes_the_mirror_files(mirror, internet, tmp_path):
     assert hub_calls == [*HUB_TABLES.values(), ("google-bert/bert-base-uncased", "vocab.txt")]
     urls = [call for call in internet if isinstance(call, str)]  # every GitHub file pinned to a commit
     pinned = re.compile(r"https://raw\.githubusercontent\.com/[\w.-]+/[\w.-]+/[0-9a-f]{40}/\S+")
-    assert len(urls) == 29 and all(pinned.fullmatch(url) for url in urls)
+    assert len(urls) == 49 and all(pinned.fullmatch(url) for url in urls)
 
 
 def test_squad_rows_that_keep_their_whitespace_give_the_official_file(mirror, internet, monkeypatch, tmp_path):
@@ -325,7 +325,7 @@ def test_ensure_fetches_once_then_uses_the_local_copy(mirror, data_home, monkeyp
     assert data.ensure("squad_v1.1") == data_home / "squad_v1.1"
     dev = data.path("squad_v1.1", "dev-v1.1.json")
     assert sha256(dev) == sha256(mirror / "squad_v1.1" / "dev-v1.1.json")
-    monkeypatch.setattr(data, "fetch", None)  # a second fetch would fail
+    monkeypatch.setattr(data.fetching, "fetch", None)  # a second fetch would fail
     assert data.ensure("squad_v1.1") == data_home / "squad_v1.1"
     with pytest.raises(FileNotFoundError, match="comes only with the online download"):
         data.path("squad_v1.1", "train-v1.1.json")
@@ -335,7 +335,7 @@ def test_data_dir_is_the_environment_then_the_checkout(monkeypatch, tmp_path):
     monkeypatch.setenv("MINIBERT_DATA_DIR", str(tmp_path))
     assert data.data_dir() == tmp_path
     monkeypatch.delenv("MINIBERT_DATA_DIR")
-    checkout = Path(data.__file__).resolve().parents[1]
+    checkout = Path(data.__file__).resolve().parents[2]  # minibert/data/__init__.py -> the checkout
     assert (checkout / "pyproject.toml").is_file() and data.data_dir() == checkout / "data"
 
 

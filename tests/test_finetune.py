@@ -8,12 +8,13 @@ import pytest
 import torch
 
 from minibert import BertConfig, BertForSequenceClassification, BertForTokenClassification, BertModel
-from minibert.cli import main
-from minibert.recipes.finetune import PRESETS, evaluate_parser, finetune_parser, settings_from
+from minibert.cli import evaluate_parser, finetune_parser, main
+from minibert.recipes.finetune import PRESETS, FinetuneSettings, hyperparameters
 from minibert.analysis.probing import LinearProbe, WeightedLayerSum, tagging_probe, word_features
 from minibert.tasks import sst2, tagging
+from minibert.training import batches_by_length, pad
 from offline import MINILM as MODEL
-from offline import minilm_tokenizer, mirror_with
+from offline import mirror_with
 
 
 
@@ -33,11 +34,6 @@ def data_home(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MINIBERT_DATA_DIR", str(tmp_path_factory.mktemp("data")))
         yield
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return minilm_tokenizer()
 
 
 def tiny_config(tokenizer, **overrides):
@@ -87,7 +83,7 @@ def test_batches_by_length_give_each_sentence_its_own_logits(tokenizer):
     model = BertForSequenceClassification(tiny_config(tokenizer)).eval()
     sentences = ["a", "a rather long and winding sentence about nothing at all", "fine", "not good , not bad"]
     input_ids = tokenizer(sentences)["input_ids"]
-    assert sst2.by_length(input_ids, 3) == [[1, 3, 0], [2]]
+    assert batches_by_length([len(ids) for ids in input_ids], 3) == [[1, 3, 0], [2]]
     logits = sst2.predict(model, input_ids, batch_size=3, progress=False)
     with torch.no_grad():
         alone = torch.cat([model(torch.tensor([ids])).logits for ids in input_ids])
@@ -137,7 +133,7 @@ def test_the_trainers_weighted_mean_of_batches_is_the_exact_word_accuracy():
     batches = [labels[:2], labels[2:]]
     total = 0.0
     for batch in batches:  # predict tag 1 everywhere: 4 of 6 words right
-        padded = sst2.pad(batch, -100)[0]
+        padded = pad(batch, -100)
         logits = torch.nn.functional.one_hot(torch.ones_like(padded), 3).float()
         total += metrics(SimpleNamespace(logits=logits), {"labels": padded})["accuracy"] * len(batch)
     assert total / len(labels) == pytest.approx(4 / 6)
@@ -211,10 +207,11 @@ def test_the_paper_preset_is_the_papers_recommendation():
 
 def test_flags_override_the_preset():
     args = finetune_parser().parse_args(["sst2", "--model", "m", "--out", "o", "--lr", "3e-5", "--epochs", "2"])
-    preset, s = settings_from(args, "cpu")
+    settings = FinetuneSettings(**vars(args))
+    preset, s = hyperparameters(settings, "cpu")
     assert preset == "cpu" and s.lr == 3e-5 and s.epochs == 2 and s.max_steps is None  # epochs replace cpu's steps
     assert s.batch_size == PRESETS["cpu"]["sst2"].batch_size
-    assert settings_from(args, "cuda")[0] == "paper"
+    assert hyperparameters(settings, "cuda")[0] == "paper"
 
 
 @pytest.mark.parametrize("make_parser", [finetune_parser, evaluate_parser])

@@ -163,6 +163,7 @@ def course_release_scores(course_scores) -> grading.Scores:
     return course_scores[1]
 
 
+@pytest.mark.slow  # the course's autograde runs every graded notebook
 @pytest.mark.parametrize("notebook", COURSE_GRADED)
 def test_course_instructor_version_gets_full_marks(notebook, course_instructor_scores):
     cells = course_instructor_scores.notebooks[notebook]
@@ -170,6 +171,7 @@ def test_course_instructor_version_gets_full_marks(notebook, course_instructor_s
     assert cells and not lost, f"{notebook}: the solutions fail their own tests: {lost}"
 
 
+@pytest.mark.slow  # the course's autograde runs every graded notebook
 @pytest.mark.parametrize("notebook", COURSE_GRADED)
 def test_course_untouched_release_gets_zero(notebook, course_release_scores):
     cells = course_release_scores.notebooks[notebook]

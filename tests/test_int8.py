@@ -1,11 +1,11 @@
-"""int8 storage (minibert.int8): each weight within half a step of its row's scale, a quarter of the
+"""int8 storage (minibert.hub): each weight within half a step of its row's scale, a quarter of the
 file size, the model computing as with those rounded weights, and a damaged file refused."""
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
 from minibert import BertConfig, BertForMaskedLM
-from minibert import int8
+from minibert.hub import INT8_SCALE_SUFFIX, dequantize_int8, quantize_int8
 
 
 def small_model():
@@ -18,11 +18,11 @@ def small_model():
 def test_every_weight_is_within_half_a_step_of_its_row():
     torch.manual_seed(0)
     w = torch.randn(300, 64) * torch.logspace(-3, 1, 300)[:, None]  # rows of very different sizes
-    stored = int8.quantize({"w.weight": w, "w.bias": torch.randn(300), "ids": torch.arange(3)})
+    stored = quantize_int8({"w.weight": w, "w.bias": torch.randn(300), "ids": torch.arange(3)})
     assert stored["w.weight"].dtype == torch.int8 and stored["w.bias"].dtype == torch.float16
     assert torch.equal(stored["ids"], torch.arange(3))
-    scale = stored["w.weight" + int8.SCALE_SUFFIX]
-    back = int8.dequantize(stored)
+    scale = stored["w.weight" + INT8_SCALE_SUFFIX]
+    back = dequantize_int8(stored)
     assert set(back) == {"w.weight", "w.bias", "ids"} and back["w.weight"].dtype == torch.float32
     error = (back["w.weight"] - w).abs()
     assert (error <= scale[:, None] / 2 * (1 + 1e-5)).all()
@@ -38,7 +38,7 @@ def test_a_model_saved_in_int8_is_a_quarter_of_the_size_and_computes_with_the_ro
     assert sizes[1] < 0.3 * sizes[0]
     loaded = BertForMaskedLM.from_pretrained(tmp_path / "int8")
     rounded = BertForMaskedLM(model.config).eval()
-    rounded.load_state_dict(int8.dequantize(int8.quantize(model.state_dict())))
+    rounded.load_state_dict(dequantize_int8(quantize_int8(model.state_dict())))
     ids = torch.randint(5, 1000, (2, 20))
     torch.testing.assert_close(loaded(ids).logits, rounded(ids).logits, atol=0, rtol=0)
     original = model(ids).logits
@@ -50,7 +50,7 @@ def test_a_damaged_int8_file_is_refused_with_what_to_do(tmp_path):
     model = small_model()
     model.save_pretrained(tmp_path, int8_weights=True)
     state = load_file(tmp_path / "model.safetensors")
-    name = next(k for k in state if k.endswith(int8.SCALE_SUFFIX))
+    name = next(k for k in state if k.endswith(INT8_SCALE_SUFFIX))
     state[name] = state[name][:-1]  # one scale short
     save_file(state, tmp_path / "model.safetensors")
     with pytest.raises(ValueError, match="damaged: download or export it again"):

@@ -6,6 +6,7 @@ import torch
 
 import minibert
 from minibert import BertConfig, BertModel
+from minibert.model import check_inputs
 
 
 @pytest.mark.parametrize("preset, count", [("bert-base", 109_482_240), ("bert-large", 335_141_888)])
@@ -111,9 +112,9 @@ def test_padding_does_not_change_the_real_tokens(tiny):
 
 
 def test_load_errors(tmp_path):
-    with pytest.raises(FileNotFoundError, match="not a checkpoint directory"):
+    with pytest.raises(FileNotFoundError, match="is not a checkpoint directory: it needs config.json and one of"):
         BertModel.from_pretrained(tmp_path)
-    with pytest.raises(FileNotFoundError, match="not a checkpoint directory"):
+    with pytest.raises(FileNotFoundError, match="'./no/such/dir' is not a checkpoint directory, nor a model id"):
         BertModel.from_pretrained("./no/such/dir")
     with pytest.raises(OSError, match="'nobody/no-such-bert' is not in the local Hugging Face cache"):
         BertModel.from_pretrained("nobody/no-such-bert")
@@ -160,29 +161,53 @@ def test_save_pretrained_is_atomic(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("kind", ["BertForPreTraining", "BertForMaskedLM"])
 def test_mlm_decoder_at_masked_positions_only_gives_the_same_loss_and_gradients(kind):
-    """Training scores only the masked positions; loss and gradients equal the full (B, T, V) computation."""
+    """masked_only=True scores only the masked positions; loss and gradients equal the full (B, T, V) computation."""
     torch.manual_seed(0)
-    cfg = BertConfig.from_preset("bert-tiny", vocab_size=300, hidden_dropout_prob=0.0,
-                                 attention_probs_dropout_prob=0.0)
-    model = getattr(minibert, kind)(cfg)
+    cfg = BertConfig.from_preset("bert-tiny", vocab_size=300)
+    model = getattr(minibert, kind)(cfg).eval()  # no dropout: both calls compute the same function
     ids = torch.randint(5, 300, (3, 12))
     labels = torch.full_like(ids, -100)
     labels[0, [1, 4]] = ids[0, [1, 4]]
     labels[2, 7] = 17
     extra = {"next_sentence_label": torch.tensor([0, 1, 0])} if kind == "BertForPreTraining" else {}
+    full_name = "prediction_logits" if kind == "BertForPreTraining" else "logits"
 
-    def loss_and_grads(training):
+    def loss_and_grads(masked_only):
         model.zero_grad()
-        model.train(training)
-        out = model(ids, labels=labels, **extra)
+        out = model(ids, labels=labels, masked_only=masked_only, **extra)
         out.loss.backward()
         return out, {n: p.grad.clone() for n, p in model.named_parameters()}
 
-    sparse, sparse_grads = loss_and_grads(True)   # dropout is 0, so train and eval compute the same function
+    sparse, sparse_grads = loss_and_grads(True)
     full, full_grads = loss_and_grads(False)
-    logits = getattr(sparse, "prediction_logits", None)
-    logits = sparse.logits if logits is None else logits
-    assert logits.shape == (3, cfg.vocab_size)    # only the 3 masked positions were decoded
+    assert getattr(sparse, full_name) is None and full.masked_logits is None
+    assert sparse.masked_logits.shape == (3, cfg.vocab_size)  # only the 3 masked positions were decoded
+    torch.testing.assert_close(sparse.masked_logits, getattr(full, full_name)[labels != -100])
     torch.testing.assert_close(sparse.loss, full.loss)
     for name in full_grads:
         torch.testing.assert_close(sparse_grads[name], full_grads[name], msg=lambda m: f"{name}: {m}")
+
+
+@pytest.mark.parametrize("kind", ["BertForPreTraining", "BertForMaskedLM"])
+def test_mlm_logits_have_one_shape_in_training_and_evaluation(kind):
+    """By default the scores are (B, T, V) in both modes, as in transformers; masked_only needs labels."""
+    model = getattr(minibert, kind)(BertConfig.from_preset("bert-tiny", vocab_size=50))
+    ids, labels = torch.randint(5, 50, (2, 6)), torch.full((2, 6), -100)
+    labels[0, 2] = 7
+    for training in (True, False):
+        out = model.train(training)(ids, labels=labels)
+        assert (out.prediction_logits if kind == "BertForPreTraining" else out.logits).shape == (2, 6, 50)
+    with pytest.raises(ValueError, match="masked_only=True needs labels"):
+        model(ids, masked_only=True)
+
+
+def test_value_checks_read_cpu_tensors_only(monkeypatch):
+    """Shapes are checked always; ids against the vocabulary only where reading them costs no device sync."""
+    config = BertConfig.from_preset("bert-tiny", vocab_size=100)
+    check_inputs(config, torch.tensor([[1, 2]]))
+    with pytest.raises(ValueError, match=r"token ids \[100\] are outside the vocabulary"):
+        check_inputs(config, torch.tensor([[1, 100]]))
+    with torch.device("meta"):  # a tensor off the CPU: its values are not read
+        check_inputs(config, torch.full((1, 2), 100))
+        with pytest.raises(ValueError, match="attention_mask has shape"):
+            check_inputs(config, torch.ones(1, 2, dtype=torch.long), attention_mask=torch.ones(1, 3))

@@ -9,6 +9,7 @@ import torch
 import transformers
 
 import minibert
+from offline import MINILM
 
 CONFIGS = {
     "small": dict(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
@@ -135,9 +136,6 @@ def test_fast_and_explicit_attention_agree():
     probs = explicit.attentions[0]
     assert probs[1, :, :, 12:].abs().max() == 0
     torch.testing.assert_close(probs.sum(-1), torch.ones_like(probs.sum(-1)))
-
-
-MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
 
 def test_real_pretrained_weights_match_transformers():

@@ -7,10 +7,10 @@ import torch
 import transformers
 
 import minibert
-from minibert.cli import main
-from minibert.experiments.masking import experiment_parser
-from minibert.experiments.beyond_bert import experiment_parser as beyond_bert_parser
-from minibert.recipes import export_parser, pretrain_parser
+from minibert.cli import beyond_bert_parser, export_parser, main, masking_parser, pretrain_parser
+from minibert.experiments.beyond_bert import BeyondBertSettings
+from minibert.experiments.masking import MaskingSettings
+from minibert.recipes import ExportSettings, FinetuneSettings, PretrainSettings
 
 pytestmark = pytest.mark.skipif(not os.environ.get("MINIBERT_DATA_MIRROR") and not os.environ.get("CI"),
                                 reason="needs the data mirror (MINIBERT_DATA_MIRROR)")
@@ -57,6 +57,16 @@ def test_dropout_is_a_flag(tmp_path):
     config = minibert.BertConfig.load(tmp_path / "run" / "step-000001" / "config.json")
     assert config.hidden_dropout_prob == config.attention_probs_dropout_prob == 0.0
     assert run(tmp_path / "bad", "--steps", "1", "--dropout", "1.5") == 2
+
+
+def test_the_seed_sets_the_initial_weights(tmp_path):
+    torch.set_num_threads(1)
+    weights = []
+    for generator_state, out in [(1, tmp_path / "a"), (2, tmp_path / "b")]:
+        torch.manual_seed(generator_state)  # whatever came before must not matter
+        assert run(out, "--steps", "1", "--eval-corpus") == 0
+        weights.append(minibert.BertForPreTraining.from_pretrained(out / "step-000001").state_dict())
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
 
 
 def test_export_halves_the_weights_and_measures_what_it_ships(tmp_path, eval_text, capsys):
@@ -108,11 +118,29 @@ def test_time_budget_then_resume_reaches_the_step_count(tmp_path, eval_text):
     assert sorted(p.name for p in out.glob("step-*"))[-1] == "step-000008"
 
 
-@pytest.mark.parametrize("make_parser", [pretrain_parser, export_parser, experiment_parser, beyond_bert_parser])
+@pytest.mark.parametrize("make_parser", [pretrain_parser, export_parser, masking_parser, beyond_bert_parser])
 def test_every_flag_is_documented(make_parser):
     parser = make_parser()
     undocumented = [a.dest for a in parser._actions if not a.help]
     assert not undocumented, f"flags without help: {undocumented}"
+
+
+def test_settings_are_plain_data_checked_when_made():
+    settings = PretrainSettings(out="runs/x", corpus="gutenberg", time_budget=60)
+    assert settings.corpus == ("gutenberg",) and settings.time_budget == 60.0 and settings.steps == 1000
+    flags = vars(pretrain_parser().parse_args(["--out", "runs/x", "--steps", "5", "--eval-corpus"]))
+    assert flags == {"out": "runs/x", "steps": 5, "eval_corpus": []}  # only what was given: defaults live in settings
+    for bad, message in [(dict(mask_same_rnd=(0.5, 0.5, 0.5)), "add up to 1"), (dict(dropout=1.5), "dropout"),
+                         (dict(steps=0), "steps must be a positive integer"), (dict(preset="bert-huge"), "bert-tiny")]:
+        with pytest.raises(ValueError, match=message):
+            PretrainSettings(out="runs/x", **bad)
+    with pytest.raises(ValueError, match="dtype"):
+        ExportSettings(run="runs/x", out="models/x", dtype="int4")
+    with pytest.raises(ValueError, match="use it with pos"):
+        FinetuneSettings(task="sst2", model="m", out="o", feature_based=True)
+    with pytest.raises(ValueError, match="Table 8"):
+        MaskingSettings(out="a.json", strategies=["50/50/0"])
+    assert BeyondBertSettings(out="b.json", sizes=["2x128x2", (4, 256, 4)]).sizes == ((2, 128, 2), (4, 256, 4))
 
 
 def test_bad_settings_are_one_line_errors(tmp_path, capsys):

@@ -12,7 +12,7 @@ from minibert import BertConfig, BertForQuestionAnswering, TrainConfig, Trainer
 from minibert.tasks import (SquadExample, SquadFeatures, answer, best_spans, evaluate, exact_match_score, f1_score,
                             load_squad, normalize_answer, postprocess, read_squad, split_by_article, squad_metric)
 from minibert.tasks.squad import CLS_INDEX
-from offline import minilm_tokenizer, mirror_with, unavailable
+from offline import mirror_with, unavailable
 
 HAMLET = SquadExample("hamlet", "Hamlet", "Hamlet is a tragedy written by William Shakespeare around 1600.",
                       "Who wrote Hamlet?", ["William Shakespeare"], [31])
@@ -28,11 +28,6 @@ def mirror():
 @pytest.fixture(scope="module")
 def dev(mirror):
     return read_squad(mirror / "squad_v1.1" / "dev-v1.1.json")
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return minilm_tokenizer()
 
 
 @pytest.fixture(scope="module")

@@ -1,11 +1,13 @@
 """The training loop's promises: it learns, resumes bit-exactly, checkpoints atomically without pickle,
-follows BERT's optimizer recipe, and keeps DistributedDataParallel processes in sync."""
+follows BERT's optimizer recipe, keeps DistributedDataParallel processes in sync, and evaluates with a
+plain function of (model, data)."""
 import json
 import os
 import random
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -13,12 +15,14 @@ import pytest
 import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
+from torch import nn
 from torch.utils.data import default_collate
 
-import minibert.training
+import minibert.training.checkpoint
+import minibert.training.trainer
 from minibert import BertConfig, BertForMaskedLM, BertForSequenceClassification
-from minibert.training import (History, TrainConfig, Trainer, find_checkpoints, flops_per_token, group_by_length,
-                            learning_rate, peak_flops)
+from minibert.training import (History, TrainConfig, Trainer, evaluate, find_checkpoints, flops_per_token,
+                               group_by_length, peak_flops, warmup_linear_decay)
 
 VOCAB = 50
 HERE = Path(__file__).resolve().parent
@@ -91,6 +95,56 @@ def test_loss_goes_down_and_eval_metrics_are_computed(tmp_path):
     figure = history.plot()
     assert [ax.get_title() for ax in figure.axes] == ["loss", "learning rate", "eval metrics"]
     plt.close(figure)
+
+
+def test_history_plots_without_matplotlib_in_the_library_import():
+    """matplotlib loads when a picture is asked for, not with the training loop (a second to import)."""
+    code = "import minibert.training, sys; assert 'matplotlib' not in sys.modules"
+    result = subprocess.run([sys.executable, "-c", code], cwd=HERE.parent, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_evaluate_is_a_plain_function_that_the_trainer_prefixes():
+    """No Trainer or optimizer needed; the same masks every time; the caller's generators and mode kept."""
+    torch.manual_seed(0)
+    model, data = tiny_model(dropout=0.1), classification_data(10, seed=1)
+    settings = dict(batch_size=4, collate_fn=noisy_collate, metrics_fn=accuracy, max_batches=2, seed=5)
+    generators = torch.get_rng_state(), np.random.get_state()[1].copy(), random.getstate()
+    plain = evaluate(model, data, **settings)
+    assert list(plain) == ["loss", "accuracy"] and evaluate(model, data, **settings) == plain
+    assert model.training  # dropout off while evaluating, then the mode it had
+    assert torch.equal(torch.get_rng_state(), generators[0]) and (np.random.get_state()[1] == generators[1]).all()
+    assert random.getstate() == generators[2]
+    trainer = Trainer(model, quiet(max_steps=1, eval_batches=2, seed=5), classification_data(8), data,
+                      collate_fn=noisy_collate, metrics_fn=accuracy)
+    assert trainer.evaluate() == {f"eval_{name}": value for name, value in plain.items()}
+
+    model.eval()
+    with torch.no_grad():  # batches of 4, 4 and 2, weighted by examples: the mean over all ten
+        whole = model(**default_collate(data)).loss.item()
+    assert evaluate(model, data, batch_size=4)["loss"] == pytest.approx(whole, rel=1e-5)
+    assert not model.training
+
+
+class KeywordRecorder(nn.Module):
+    """A stand-in model that records its mode and the extra keyword arguments of every forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.classifier = nn.Linear(1, 2)
+        self.calls = []
+
+    def forward(self, input_ids, attention_mask, labels, **extra):
+        self.calls.append((self.training, extra))
+        logits = self.classifier(input_ids.float().mean(1, keepdim=True))  # (B, 2)
+        return SimpleNamespace(loss=nn.functional.cross_entropy(logits, labels), logits=logits)
+
+
+def test_model_kwargs_go_to_training_forwards_only():
+    model = KeywordRecorder()
+    config = quiet(max_steps=2, grad_accum_steps=2, eval_every=2)
+    Trainer(model, config, classification_data(16), classification_data(4), model_kwargs={"masked_only": True}).fit()
+    assert model.calls == [(True, {"masked_only": True})] * 4 + [(False, {})]
 
 
 def test_masked_lm_trains_with_its_tied_decoder(tmp_path):
@@ -246,14 +300,14 @@ def test_checkpoints_are_safetensors_and_json_and_keep_last(tmp_path):
 
 def test_a_crash_while_saving_leaves_the_previous_checkpoints_usable(tmp_path, monkeypatch):
     straight, _ = run(resume_config(tmp_path / "a", eval_every=None))
-    real_save_file = minibert.train.save_file
+    real_save_file = minibert.training.checkpoint.save_file
 
     def disk_full(tensors, path):
         if "000004" in str(path):
             raise OSError("No space left on device")
         real_save_file(tensors, path)
 
-    monkeypatch.setattr(minibert.training, "save_file", disk_full)
+    monkeypatch.setattr(minibert.training.checkpoint, "save_file", disk_full)
     with pytest.raises(OSError, match="No space"):
         run(resume_config(tmp_path / "b", eval_every=None, save_every=2))
     monkeypatch.undo()
@@ -290,8 +344,8 @@ def test_no_weight_decay_on_biases_and_layer_norm():
 
 
 def test_warmup_then_linear_decay():
-    assert [learning_rate(s, 1.0, 4, 10) for s in (0, 1, 3, 4, 7, 9)] == [0.25, 0.5, 1.0, 1.0, 0.5, 1 / 6]
-    assert learning_rate(10, 1.0, 4, 10) == 0.0 and learning_rate(0, 1.0, 0, 10) == 1.0
+    assert [warmup_linear_decay(s, 1.0, 4, 10) for s in (0, 1, 3, 4, 7, 9)] == [0.25, 0.5, 1.0, 1.0, 0.5, 1 / 6]
+    assert warmup_linear_decay(10, 1.0, 4, 10) == 0.0 and warmup_linear_decay(0, 1.0, 0, 10) == 1.0
     config = quiet(max_steps=10, warmup_steps=4, log_every=1)
     history = Trainer(tiny_model(), config, classification_data(40)).fit()  # the rates the updates really used
     expected = [1e-3 * f for f in (.25, .5, .75, 1, 1, 5 / 6, 4 / 6, .5, 2 / 6, 1 / 6)]
@@ -379,7 +433,7 @@ def test_fp16_on_cpu_and_too_little_data_are_clear_errors():
 
 def test_the_fp16_gradient_scaler_is_used_and_checkpointed(tmp_path, monkeypatch):
     """fp16 is a CUDA option; torch can run it on CPU too, which lets this test reach the scaler's code."""
-    monkeypatch.setattr(minibert.training, "pick_precision", lambda choice, device: "fp16")
+    monkeypatch.setattr(minibert.training.trainer, "pick_precision", lambda choice, device: "fp16")
     torch.manual_seed(0)
     trainer = Trainer(tiny_model(), quiet(max_steps=2, out_dir=tmp_path), classification_data(8))
     trainer.fit()
@@ -401,3 +455,14 @@ def test_model_flops_utilisation_inputs():
     model = tiny_model()
     n = sum(p.numel() for p in model.parameters())
     assert flops_per_token(model, 8) == 6 * n + 12 * 2 * 32 * 8
+
+
+def test_batches_are_checked_on_the_cpu_before_they_move():
+    """The model skips value checks on a GPU (they would wait for the device): the Trainer's to_device does them."""
+    from minibert import BertConfig
+    from minibert.training import to_device
+    config = BertConfig.from_preset("bert-tiny", vocab_size=100)
+    good = {"input_ids": torch.tensor([[1, 2, 99]]), "labels": torch.tensor([0])}
+    assert to_device(good, torch.device("cpu"), config)["input_ids"].tolist() == [[1, 2, 99]]
+    with pytest.raises(ValueError, match=r"token ids \[100\] are outside the vocabulary"):
+        to_device({"input_ids": torch.tensor([[1, 100]])}, torch.device("cpu"), config)

@@ -20,7 +20,7 @@ from collections import Counter
 import torch
 from torch import Tensor, nn
 
-from ..pretraining import _pad
+from ..training import pad, pad_with_mask
 
 
 @torch.inference_mode()
@@ -43,11 +43,11 @@ def word_features(model: nn.Module, tokenizer, sentences: list[list[str]], layer
     for start in range(0, len(sentences), batch_size):
         batch = sentences[start:start + batch_size]
         enc = tokenizer(batch, is_split_into_words=True, truncation=True, max_length=max_length)
-        ids = _pad(enc["input_ids"], tokenizer.pad_token_id).to(device)                  # (B, T)
-        mask = _pad([[1] * len(row) for row in enc["input_ids"]], 0).to(device)           # (B, T)
-        states = encoder(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states
+        ids, mask = pad_with_mask(enc["input_ids"], tokenizer.pad_token_id)               # (B, T) each
+        states = encoder(input_ids=ids.to(device), attention_mask=mask.to(device),
+                         output_hidden_states=True).hidden_states
         chosen = torch.stack([states[layer] for layer in layers], dim=2)                  # (B, T, L, H)
-        word_ids = _pad([[-1 if w is None else w for w in enc.word_ids(i)] for i in range(len(batch))], -1)
+        word_ids = pad([[-1 if w is None else w for w in enc.word_ids(i)] for i in range(len(batch))], -1)
         previous = torch.cat([torch.full_like(word_ids[:, :1], -1), word_ids[:, :-1]], dim=1)
         first = (word_ids >= 0) & (word_ids != previous)                                  # (B, T): a word's first piece
         features.append(chosen[first.to(device)])                  # (N_b, L, H), sentence by sentence, word by word

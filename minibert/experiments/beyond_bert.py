@@ -15,8 +15,8 @@ Runs go to a JSON results file as each finishes, and an interrupted grid goes on
 """
 from __future__ import annotations
 
-import argparse
 import math
+import os
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -24,11 +24,11 @@ from pathlib import Path
 
 import torch
 
-from .masking import GridSetup, PretrainingGrid, add_grid_flags, grid_setup
+from .masking import GridSetup, PretrainingGrid
 from ..config import BertConfig
 from ..heads import BertForMaskedLM, BertForPreTraining
-from ..pretraining import MLMMasking, PretrainingDataset, build_pretraining_data, mask_statically
-from ..recipes import pretraining_metrics
+from ..pretraining import (MLMMasking, PretrainingDataset, build_pretraining_data, mask_statically,
+                           pretraining_metrics)
 from ..training import TrainConfig, Trainer
 
 # name -> (sentence task, masks drawn once, what the model changes)
@@ -107,7 +107,8 @@ class ModelComparison(PretrainingGrid):
         model = (BertForMaskedLM if objective == "none" else BertForPreTraining)(self.model_config(run))
         config = TrainConfig(max_steps=s.steps, batch_size=s.batch_size, lr=s.lr, device=s.device,
                              progress=False, seed=run.seed)
-        trainer = Trainer(model, config, train_data, collate_fn=train_data.collate, metrics_fn=pretraining_metrics)
+        trainer = Trainer(model, config, train_data, collate_fn=train_data.collate, metrics_fn=pretraining_metrics,
+                          model_kwargs={"masked_only": True})  # the MLM decoder at the masked positions only
         started = time.perf_counter()
         history = trainer.fit()
         seconds = time.perf_counter() - started
@@ -152,22 +153,8 @@ def parameters(runs: list[dict], size: tuple, variant: str = "BERT") -> int:
     return next(r["parameters"] for r in runs if r["variant"] == variant and tuple(r["size"]) == tuple(size))
 
 
-def experiment_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
-    p = parser or argparse.ArgumentParser(prog="minibert experiment beyond-bert")
-    p.description = ("BERT, RoBERTa and ALBERT pre-training on the same budget, and BERT at several sizes "
-                     "(a small Table 6): one small model per configuration and seed, measured on held-out "
-                     "MLM. Finished runs are kept in --out; run it again to go on after an interruption.")
-    add = p.add_argument
-    add("--out", required=True, help="results file (JSON) to write, and to go on from")
-    add("--sizes", nargs="+", default=["x".join(map(str, s)) for s in SIZES],
-        help="LxHxA sizes pre-trained with BERT's objective (default: " + " ".join("x".join(map(str, s)) for s in SIZES) + ")")
-    add("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS), help="objectives compared at 2x128x2")
-    add("--seeds", nargs="+", type=int, default=[0, 1], help="seeds per configuration (default 0 1)")
-    add_grid_flags(p)
-    return p
-
-
 def parse_size(text: str) -> tuple[int, int, int]:
+    """``"LxHxA"`` (``"2x128x2"``: layers, hidden size, heads) as (L, H, A)."""
     try:
         L, H, A = (int(x) for x in text.lower().split("x"))
     except ValueError:
@@ -175,10 +162,29 @@ def parse_size(text: str) -> tuple[int, int, int]:
     return L, H, A
 
 
-def experiment(args: argparse.Namespace, command: str | None = None) -> Path:
-    """Run the grid the flags describe; ``command``: the command line, recorded in the results file."""
-    comparison = ModelComparison(GridSetup(**grid_setup(args)), args.out, command)
-    runs = comparison.run(comparison_grid([parse_size(s) for s in args.sizes], args.variants, args.seeds))
+@dataclass(kw_only=True)
+class BeyondBertSettings:
+    """``minibert experiment beyond-bert``: which runs (sizes with BERT's objective, variants at
+    ``COMPARED_AT``, seeds), their shared setup, and the results file that keeps finished runs."""
+    out: str                                              # results file (JSON) to write, and to go on from
+    sizes: tuple[tuple[int, int, int], ...] = SIZES       # (L, H, A), or "LxHxA" text
+    variants: tuple[str, ...] = tuple(VARIANTS)           # objectives compared at COMPARED_AT
+    seeds: tuple[int, ...] = (0, 1)                       # seeds per configuration
+    setup: GridSetup = field(default_factory=GridSetup)
+
+    def __post_init__(self):
+        self.out = os.fspath(self.out)
+        self.sizes = tuple(parse_size(size) if isinstance(size, str) else tuple(size) for size in self.sizes)
+        self.variants, self.seeds = tuple(self.variants), tuple(self.seeds)
+        unknown = [name for name in self.variants if name not in VARIANTS]
+        if unknown:
+            raise ValueError(f"unknown variants {unknown}; choose among {', '.join(VARIANTS)}")
+
+
+def experiment(settings: BeyondBertSettings, command: str | None = None) -> Path:
+    """Run the grid; ``command``: the command line that asked for it, recorded in the results file."""
+    comparison = ModelComparison(settings.setup, settings.out, command)
+    runs = comparison.run(comparison_grid(settings.sizes, settings.variants, settings.seeds))
     print(table6(runs))
-    print(f"results: {args.out}")
-    return Path(args.out)
+    print(f"results: {settings.out}")
+    return Path(settings.out)

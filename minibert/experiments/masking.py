@@ -17,13 +17,12 @@ the file is not run again: an interrupted grid goes on where it stopped, and a l
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
@@ -33,11 +32,11 @@ from ..analysis.conllu import load_ud_english_ewt
 from ..atomic import atomic_path
 from ..config import PRESETS, BertConfig
 from ..heads import BertForMaskedLM
-from ..pretraining import MLMMasking, PretrainingDataset, build_pretraining_data, load_documents
+from ..pretraining import MLMMasking, PretrainingDataset, build_pretraining_data, load_documents, pretraining_metrics
 from ..analysis.probing import tagging_probe
-from ..recipes import pretraining_metrics
 from ..tokenizer import BertTokenizer
-from ..training import TrainConfig, Trainer
+from ..training import AUTOCAST_DTYPES, TrainConfig, Trainer, pick_device, pick_precision
+from ..training import evaluate as evaluate_model
 
 # MASK/SAME/RND shares of Table 8, in the paper's order.
 STRATEGIES = {"80/10/10": (0.8, 0.1, 0.1), "100/0/0": (1.0, 0.0, 0.0), "80/0/20": (0.8, 0.0, 0.2),
@@ -64,6 +63,12 @@ class GridSetup:
 
     def __post_init__(self):
         self.corpus, self.eval_corpus = tuple(self.corpus), tuple(self.eval_corpus)
+        for name in ("vocab_size", "eval_examples", "max_seq_len", "steps", "batch_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.lr <= 0:
+            raise ValueError(f"lr must be positive, got {self.lr}")
 
 
 @dataclass
@@ -137,13 +142,16 @@ class PretrainingGrid:
         return -log_frequency[labels].mean().item()
 
     def evaluate(self, model) -> dict[str, float]:
-        """Held-out MLM loss and accuracy at the masked positions, the same test for every model."""
-        trainer = Trainer(model, TrainConfig(max_steps=1, device=self.setup.device, progress=False,
-                                             batch_size=min(self.setup.batch_size, len(self.eval_data))),
-                          eval_data=self.eval_data, train_data=self.eval_data,
-                          collate_fn=self.eval_data.collate, metrics_fn=pretraining_metrics)
-        metrics = trainer.evaluate()
-        return {"mlm_loss": metrics["eval_mlm_loss"], "mlm_accuracy": metrics["eval_mlm_accuracy"]}
+        """Held-out MLM loss and accuracy at the masked positions, the same test for every model, on the
+        device and in the precision the runs train in."""
+        device = pick_device(self.setup.device)
+        precision = pick_precision("auto", device)
+        autocast = None if precision == "fp32" else torch.autocast(device.type, dtype=AUTOCAST_DTYPES[precision])
+        metrics = evaluate_model(model.to(device), self.eval_data, batch_size=min(self.setup.batch_size,
+                                                                                  len(self.eval_data)),
+                                 collate_fn=self.eval_data.collate, metrics_fn=pretraining_metrics, device=device,
+                                 autocast=autocast)
+        return {"mlm_loss": metrics["mlm_loss"], "mlm_accuracy": metrics["mlm_accuracy"]}
 
     def _load(self) -> tuple[list[dict], dict | None]:
         if self.results_path is None or not Path(self.results_path).exists():
@@ -224,7 +232,7 @@ class MaskingAblation(PretrainingGrid):
         config = TrainConfig(max_steps=s.steps, batch_size=s.batch_size, lr=s.lr, device=s.device,
                              progress=False, seed=run.seed)
         trainer = Trainer(model, config, train_data, self.eval_data, collate_fn=train_data.collate,
-                          metrics_fn=pretraining_metrics)
+                          metrics_fn=pretraining_metrics, model_kwargs={"masked_only": True})
         started = time.perf_counter()
         history = trainer.fit()
         seconds = time.perf_counter() - started
@@ -312,48 +320,30 @@ def plot(runs: list[dict], references: dict | None = None, title: str | None = N
     return fig
 
 
-def experiment_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
-    p = parser or argparse.ArgumentParser(prog="minibert experiment masking")
-    p.description = ("The masking ablation (BERT Table 8 strategies and masking rates): pre-train one small "
-                     "BERT per strategy, rate and seed, then measure held-out MLM and a POS probe. Finished "
-                     "runs are kept in --out; run it again to go on after an interruption.")
-    defaults = AblationSetup()
-    add = p.add_argument
-    add("--out", required=True, help="results file (JSON) to write, and to go on from")
-    add("--strategies", nargs="+", default=list(STRATEGIES), choices=list(STRATEGIES),
-        help="MASK/SAME/RND splits, at 15%% (default: all six of Table 8)")
-    add("--rates", nargs="+", type=float, default=list(RATES), help="masking rates run with 80/10/10 (default 0.15 0.3 0.45)")
-    add("--seeds", nargs="+", type=int, default=[0, 1, 2], help="seeds per configuration (default 0 1 2)")
-    add("--preset", default=defaults.preset, choices=list(PRESETS), help=f"model size (default {defaults.preset})")
-    add("--probe-sentences", type=int, help="UD EWT sentences per probe split (default: all)")
-    add_grid_flags(p)
-    return p
+@dataclass(kw_only=True)
+class MaskingSettings:
+    """``minibert experiment masking``: which runs (strategies at 15%, rates with 80/10/10, seeds), their
+    shared setup, and the results file that keeps finished runs."""
+    out: str                                               # results file (JSON) to write, and to go on from
+    strategies: tuple[str, ...] = tuple(STRATEGIES)        # MASK/SAME/RND splits run at 15%
+    rates: tuple[float, ...] = RATES                       # masking rates run with 80/10/10
+    seeds: tuple[int, ...] = (0, 1, 2)                     # seeds per configuration
+    setup: AblationSetup = field(default_factory=AblationSetup)
+
+    def __post_init__(self):
+        self.out = os.fspath(self.out)
+        self.strategies, self.rates, self.seeds = tuple(self.strategies), tuple(self.rates), tuple(self.seeds)
+        unknown = [name for name in self.strategies if name not in STRATEGIES]
+        if unknown:
+            raise ValueError(f"unknown strategies {unknown}; Table 8's are {', '.join(STRATEGIES)}")
+        if not all(0 < rate < 1 for rate in self.rates):
+            raise ValueError(f"masking rates must be between 0 and 1, got {self.rates}")
 
 
-def add_grid_flags(parser: argparse.ArgumentParser) -> None:
-    """The flags of `GridSetup`, shared by every pre-training grid (``grid_setup`` reads them back)."""
-    defaults, add = GridSetup(), parser.add_argument
-    add("--vocab-size", type=int, default=defaults.vocab_size, help=f"WordPiece vocabulary trained on the corpus (default {defaults.vocab_size})")
-    add("--corpus", nargs="+", default=list(defaults.corpus), help="training text (see minibert pretrain --help)")
-    add("--eval-corpus", nargs="+", default=list(defaults.eval_corpus), help="held-out text for the MLM test")
-    add("--eval-examples", type=int, default=defaults.eval_examples, help="held-out sequences scored (default 512)")
-    add("--max-seq-len", type=int, default=defaults.max_seq_len, help=f"tokens per sequence (default {defaults.max_seq_len})")
-    add("--steps", type=int, default=defaults.steps, help=f"optimizer updates per run (default {defaults.steps})")
-    add("--batch-size", type=int, default=defaults.batch_size, help=f"sequences per update (default {defaults.batch_size})")
-    add("--lr", type=float, default=defaults.lr, help=f"peak learning rate (default {defaults.lr})")
-    add("--device", default="auto", help="auto, cpu, cuda, mps")
-
-
-def grid_setup(args: argparse.Namespace) -> dict:
-    """The `GridSetup` fields from parsed ``add_grid_flags`` flags."""
-    return {f.name: getattr(args, f.name) for f in fields(GridSetup)}
-
-
-def experiment(args: argparse.Namespace, command: str | None = None) -> Path:
-    """Run the grid the flags describe; ``command``: the command line, recorded in the results file."""
-    setup = AblationSetup(preset=args.preset, probe_sentences=args.probe_sentences, **grid_setup(args))
-    ablation = MaskingAblation(setup, args.out, command)
-    runs = ablation.run(masking_grid(args.strategies, args.rates, args.seeds))
+def experiment(settings: MaskingSettings, command: str | None = None) -> Path:
+    """Run the grid; ``command``: the command line that asked for it, recorded in the results file."""
+    ablation = MaskingAblation(settings.setup, settings.out, command)
+    runs = ablation.run(masking_grid(settings.strategies, settings.rates, settings.seeds))
     print(table(runs))
-    print(f"results: {args.out}")
-    return Path(args.out)
+    print(f"results: {settings.out}")
+    return Path(settings.out)

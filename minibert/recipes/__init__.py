@@ -1,3 +1,8 @@
-"""Recipes: whole runs (pre-train, fine-tune, export) built from the library's pieces."""
-from .pretrain import (DEFAULT_TOKENIZER, export, export_parser, pretrain, pretrain_parser, pretraining_metrics,
-                       save_weights, who_loads)
+"""Recipes: whole runs (pre-train, fine-tune, evaluate, export) built from the library's pieces.
+
+Each takes a settings object (plain data, checked when made) and returns what it wrote or measured;
+``minibert pretrain|finetune|evaluate|export`` (`minibert.cli`) builds the same objects from flags.
+"""
+from .export import ExportSettings, export
+from .finetune import EvaluateSettings, FinetuneSettings, Hyperparameters, evaluate, finetune
+from .pretrain import DEFAULT_TOKENIZER, PretrainSettings, pretrain

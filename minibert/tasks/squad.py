@@ -41,6 +41,7 @@ DATASET = "squad_v1.1"
 SPLITS = ("train", "dev")
 CLS_INDEX = 0  # where a window that does not hold the answer points its start and end
 N_SPECIAL = 3  # [CLS] question [SEP] context [SEP]
+OFFLINE_EVAL_FRACTION, OFFLINE_SPLIT_SEED = 0.2, 0  # offline fine-tuning holds out a fixed fifth of the dev set's articles
 
 
 @dataclass
@@ -105,6 +106,31 @@ def split_by_article(examples: Sequence[SquadExample], eval_fraction: float = 0.
     held_out = set(random.Random(seed).sample(titles, eval_articles))
     return ([example for example in examples if example.title not in held_out],
             [example for example in examples if example.title in held_out])
+
+
+def finetuning_split(split: str | None = None, training: bool = True) -> tuple[list | None, list, dict]:
+    """(training questions, held-out questions, what they are) for fine-tuning; no training questions
+    (None) when not ``training``.
+
+    ``split``: ``"train/dev"`` (the real train set, scored on dev), ``"dev by article"`` (offline:
+    `split_by_article` holds out a fixed fifth of the dev set's articles) or None: the real train
+    set where it is in the data folder, else the offline split, which the description then says.
+    """
+    if split is None:
+        split = "train/dev" if (data.ensure(DATASET) / "train-v1.1.json").is_file() else "dev by article"
+    if split == "train/dev":
+        return ((load_squad("train") if training else None), load_squad("dev"),
+                {"split": split, "train": "SQuAD v1.1 train", "eval": "SQuAD v1.1 dev"})
+    if split != "dev by article":
+        raise ValueError(f"split must be 'train/dev', 'dev by article' or None, got {split!r}")
+    train, held_out = split_by_article(load_squad("dev"), OFFLINE_EVAL_FRACTION, seed=OFFLINE_SPLIT_SEED)
+    articles = sorted({example.title for example in held_out})
+    description = {"split": split,
+                   "train": f"SQuAD v1.1 dev, {len({example.title for example in train})} of its 48 articles",
+                   "eval": f"SQuAD v1.1 dev, the other {len(articles)} articles", "eval_articles": articles,
+                   "note": "SQuAD's train set is not in the offline data: trained and evaluated on disjoint "
+                           "articles of the dev set, so EM/F1 are not the paper's dev-set numbers"}
+    return (train if training else None), held_out, description
 
 
 class SquadFeatures(Dataset):

@@ -10,17 +10,16 @@ reaches 92.7 there.
 Sentences are tokenised once with ``datasets``' `Dataset.map` (batched, so the Rust tokenizer sees
 a thousand at a time) and padded per batch in `collate`: a batch is as long as its longest
 sentence, not ``max_length``, and SST-2's phrases are short. Evaluation sorts the sentences by
-length first (`by_length`), so that each batch holds sentences of about the same length.
+length first (`batches_by_length`), so that each batch holds sentences of about the same length.
 """
 from __future__ import annotations
-
-from itertools import chain
 
 import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from .. import data
+from ..training import batches_by_length, pad_with_mask
 
 DATASET = "sst2"
 SPLITS = ("train", "dev")  # GLUE's test.tsv has no labels
@@ -57,29 +56,14 @@ def encode(dataset, tokenizer, max_length: int = 128):
                        desc="tokenizing")
 
 
-def pad(rows: list[list[int]], value: int) -> tuple[Tensor, Tensor]:
-    """Rows of different lengths as one (B, T) tensor, padded with ``value`` to the longest, and its (B, T) 0/1 mask."""
-    lengths = torch.tensor([len(row) for row in rows])
-    mask = torch.arange(int(lengths.max())) < lengths[:, None]                       # (B, T)
-    padded = torch.full(mask.shape, value, dtype=torch.long)
-    padded[mask] = torch.tensor(list(chain.from_iterable(rows)), dtype=torch.long)  # row after row
-    return padded, mask.long()
-
-
 def collate(items: list[dict], pad_token_id: int = 0) -> dict[str, Tensor]:
     """Encoded examples → a batch padded to its longest sentence: (B, T) ``input_ids`` and
     ``attention_mask``, (B,) ``labels``."""
-    input_ids, attention_mask = pad([item["input_ids"] for item in items], pad_token_id)
+    input_ids, attention_mask = pad_with_mask([item["input_ids"] for item in items], pad_token_id)
     batch = {"input_ids": input_ids, "attention_mask": attention_mask}
     if "labels" in items[0]:
         batch["labels"] = torch.tensor([item["labels"] for item in items])
     return batch
-
-
-def by_length(input_ids: list[list[int]], batch_size: int) -> list[list[int]]:
-    """Indices in batches of ``batch_size``, longest sequences first, so that each batch is padded little."""
-    order = torch.tensor([len(ids) for ids in input_ids]).argsort(descending=True, stable=True).tolist()
-    return [order[k:k + batch_size] for k in range(0, len(order), batch_size)]
 
 
 def accuracy(logits: Tensor, labels: Tensor) -> float:
@@ -101,8 +85,9 @@ def predict(model: nn.Module, input_ids: list[list[int]], pad_token_id: int = 0,
     was_training = model.training
     model.eval()
     try:
-        for chunk in tqdm(by_length(input_ids, batch_size), desc="classifying", unit="batch", disable=not progress):
-            ids, mask = pad([input_ids[i] for i in chunk], pad_token_id)
+        batches = batches_by_length([len(ids) for ids in input_ids], batch_size)
+        for chunk in tqdm(batches, desc="classifying", unit="batch", disable=not progress):
+            ids, mask = pad_with_mask([input_ids[i] for i in chunk], pad_token_id)
             logits[chunk] = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.float().cpu()
     finally:
         model.train(was_training)

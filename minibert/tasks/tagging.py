@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 from ..analysis.conllu import load_ud_english_ewt
 from ..heads import IGNORE_INDEX
 from ..analysis.probing import LinearProbe, majority_accuracy, word_features
-from .sst2 import by_length, pad
+from ..training import batches_by_length, pad, pad_with_mask
 
 UPOS = ("ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM", "PART", "PRON", "PROPN", "PUNCT",
         "SCONJ", "SYM", "VERB", "X")
@@ -90,10 +90,10 @@ def encode(dataset, tokenizer, max_length: int = 128):
 def collate(items: list[dict], pad_token_id: int = 0) -> dict[str, Tensor]:
     """Encoded sentences → a batch padded to its longest: (B, T) ``input_ids``, ``attention_mask`` and
     ``labels`` (-100 on padding)."""
-    input_ids, attention_mask = pad([item["input_ids"] for item in items], pad_token_id)
+    input_ids, attention_mask = pad_with_mask([item["input_ids"] for item in items], pad_token_id)
     batch = {"input_ids": input_ids, "attention_mask": attention_mask}
     if "labels" in items[0]:
-        batch["labels"] = pad([item["labels"] for item in items], IGNORE_INDEX)[0]
+        batch["labels"] = pad([item["labels"] for item in items], IGNORE_INDEX)
     return batch
 
 
@@ -130,9 +130,10 @@ def predict(model: nn.Module, input_ids: list[list[int]], labels: list[list[int]
     was_training = model.training
     model.eval()
     try:
-        for chunk in tqdm(by_length(input_ids, batch_size), desc="tagging", unit="batch", disable=not progress):
-            ids, mask = pad([input_ids[i] for i in chunk], pad_token_id)
-            first = pad([labels[i] for i in chunk], IGNORE_INDEX)[0] != IGNORE_INDEX                 # (B, T)
+        batches = batches_by_length([len(ids) for ids in input_ids], batch_size)
+        for chunk in tqdm(batches, desc="tagging", unit="batch", disable=not progress):
+            ids, mask = pad_with_mask([input_ids[i] for i in chunk], pad_token_id)
+            first = pad([labels[i] for i in chunk], IGNORE_INDEX) != IGNORE_INDEX                    # (B, T)
             tags = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.argmax(-1).cpu()  # (B, T)
             for i, row in zip(chunk, tags[first].split(first.sum(1).tolist())):
                 predictions[i] = row

@@ -1,0 +1,77 @@
+"""Batches of examples of different lengths: padding, batches of similar lengths (less padding), the device."""
+from __future__ import annotations
+
+import random
+
+import torch
+from torch import Tensor
+
+from ..config import BertConfig
+from ..model import check_inputs
+
+
+def pad(rows: list[list[int]], value: int, length: int | None = None) -> Tensor:
+    """Rows of different lengths as one (B, T) tensor, padded with ``value`` to ``length`` (default: the longest)."""
+    length = length or max(map(len, rows))
+    return torch.tensor([row + [value] * (length - len(row)) for row in rows])
+
+
+def pad_with_mask(rows: list[list[int]], value: int) -> tuple[Tensor, Tensor]:
+    """`pad` to the longest row, and the (B, T) attention mask: 1 on the rows' tokens, 0 on the padding."""
+    lengths = torch.tensor([len(row) for row in rows])
+    mask = torch.arange(int(lengths.max())) < lengths[:, None]  # (B, T)
+    return pad(rows, value), mask.long()
+
+
+def batches_by_length(lengths: list[int], batch_size: int) -> list[list[int]]:
+    """Indices in batches of ``batch_size``, longest first: inference pads each batch little, and a batch
+    too long for memory shows up at once. Training shuffles instead (`group_by_length`)."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])  # stable: ties keep their order
+    return [order[k:k + batch_size] for k in range(0, len(order), batch_size)]
+
+
+def group_by_length(indices: list[int], lengths: list[int], batch_size: int, seed: int = 0,
+                    batches_per_group: int = 50) -> list[int]:
+    """Shuffled ``indices`` reordered so that each batch holds examples of similar length.
+
+    Dynamic padding pads a batch to its longest example; with random batches of short and long
+    sentences much of the compute goes to padding (SST-2 at batch 32: three times the real tokens).
+    As transformers' ``group_by_length`` does, each run of ``batches_per_group`` batches is sorted by
+    length and cut into batches; here the batches of a group then go in an order drawn with ``seed``,
+    so training does not meet long batches at regular intervals. A pure function of its inputs, so a
+    resumed run sees the same batches.
+    """
+    group, rng, out = batch_size * batches_per_group, random.Random(seed), []
+    for k in range(0, len(indices), group):
+        ordered = sorted(indices[k:k + group], key=lambda i: -lengths[i])  # stable: ties keep the shuffled order
+        batches = [ordered[b:b + batch_size] for b in range(0, len(ordered), batch_size)]
+        full = [b for b in batches if len(b) == batch_size]
+        rng.shuffle(full)
+        out += [i for b in full + [b for b in batches if len(b) < batch_size] for i in b]  # a short batch stays last
+    return out
+
+
+def example_lengths(data) -> list[int]:
+    """Tokens in each example (its ``input_ids``) of a dataset, reading one column where there is one."""
+    if hasattr(data, "column_names") and "input_ids" in data.column_names:  # a datasets.Dataset: one column
+        ids = data["input_ids"]
+    elif isinstance(getattr(data, "input_ids", None), list):               # e.g. SquadFeatures
+        ids = data.input_ids
+    else:
+        ids = (data[i]["input_ids"] for i in range(len(data)))
+    return [len(x) for x in ids]
+
+
+def to_device(batch, device: torch.device, config=None) -> dict:
+    """A batch (a dict: the model's keyword arguments and labels) with its tensors on ``device``.
+
+    Given the model's ``config``, the ids are checked first, on the CPU where reading them is free
+    (`minibert.model.check_inputs`): the model itself skips that check on a GPU, where it would wait
+    for the device at every forward pass.
+    """
+    if not isinstance(batch, dict):
+        raise TypeError(f"a batch must be a dict of tensors (the model's keyword arguments and labels), got "
+                        f"{type(batch).__name__}; return dicts from the dataset or from collate_fn")
+    if isinstance(config, BertConfig) and isinstance(batch.get("input_ids"), Tensor):
+        check_inputs(config, batch["input_ids"], batch.get("attention_mask"), batch.get("token_type_ids"))
+    return {k: v.to(device, non_blocking=True) if isinstance(v, Tensor) else v for k, v in batch.items()}
