@@ -65,13 +65,13 @@ def example_lengths(data) -> list[int]:
 def to_device(batch, device: torch.device, config=None) -> dict:
     """A batch (a dict: the model's keyword arguments and labels) with its tensors on ``device``.
 
-    Given the model's ``config``, the ids are checked first, on the CPU where reading them is free
-    (`minibert.model.check_inputs`): the model itself skips that check on a GPU, where it would wait
-    for the device at every forward pass.
+    Given the model's ``config`` and a device other than the CPU, the ids are checked first, on the CPU
+    where reading them is free (`minibert.model.check_inputs`): the model itself skips that check on a
+    GPU, where it would wait for the device at every forward pass, and makes it on the CPU.
     """
     if not isinstance(batch, dict):
         raise TypeError(f"a batch must be a dict of tensors (the model's keyword arguments and labels), got "
                         f"{type(batch).__name__}; return dicts from the dataset or from collate_fn")
-    if isinstance(config, BertConfig) and isinstance(batch.get("input_ids"), Tensor):
+    if device.type != "cpu" and isinstance(config, BertConfig) and isinstance(batch.get("input_ids"), Tensor):
         check_inputs(config, batch["input_ids"], batch.get("attention_mask"), batch.get("token_type_ids"))
     return {k: v.to(device, non_blocking=True) if isinstance(v, Tensor) else v for k, v in batch.items()}
