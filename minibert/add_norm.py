@@ -3,7 +3,10 @@
 Every encoder layer has two sub-layers, attention and the feed-forward network, and each ends the
 same way (Vaswani et al. 2017, §3.1 and Figure 1; BERT keeps it): a linear projection back to H,
 dropout, the residual connection that adds the sub-layer's input x, then LayerNorm. The norm comes
-*after* the sum ("post-LN"), as in the paper; later models moved it before the sub-layer (pre-LN).
+*after* the sum ("post-LN"), as in the paper; later models moved it before the sub-layer (pre-LN,
+``config.pre_layer_norm``): the sub-layer then reads LayerNorm(x) (`normalize_input`) and its output
+joins the stream as x + Dropout(W h + b), so the residual path stays an identity from the top of the
+stack to the bottom.
 """
 from __future__ import annotations
 
@@ -24,6 +27,13 @@ class AddNorm(nn.Module):
         self.dense = nn.Linear(in_features, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.pre_norm = config.pre_layer_norm
+
+    def normalize_input(self, x: Tensor) -> Tensor:
+        """What the sub-layer reads: x itself (post-LN, BERT) or LayerNorm(x) (pre-LN)."""
+        return self.LayerNorm(x) if self.pre_norm else x
 
     def forward(self, h: Tensor, x: Tensor) -> Tensor:
-        return self.LayerNorm(x + self.dropout(self.dense(h)))  # (B, T, in_features) -> (B, T, H)
+        if self.pre_norm:
+            return x + self.dropout(self.dense(h))                      # (B, T, in_features) -> (B, T, H)
+        return self.LayerNorm(x + self.dropout(self.dense(h)))          # (B, T, in_features) -> (B, T, H)

@@ -34,6 +34,12 @@ def padding_mask(attention_mask: Tensor | None) -> Tensor | None:
     return attention_mask.bool()[:, None, None, :]  # (B, T) -> (B, 1, 1, T)
 
 
+def causal_mask(T: int, device: torch.device | str | None = None) -> Tensor:
+    """(1, 1, T, T), True where query i may attend to key j: j <= i. A left-to-right language model
+    (OpenAI GPT) sees only the past, so it can be trained to predict every next token at once."""
+    return torch.ones(T, T, dtype=torch.bool, device=device).tril()[None, None]
+
+
 def attention_probabilities(q: Tensor, k: Tensor, mask: Tensor | None = None) -> Tensor:
     """softmax(QKᵀ/√d_k) over the keys; ``mask`` is True where a key may be attended to."""
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, nh, T, T)
@@ -133,7 +139,7 @@ class BertAttention(nn.Module):
 
     def forward(self, hidden: Tensor, mask: Tensor | None = None,
                 output_attentions: bool = False) -> tuple[Tensor, Tensor | None]:
-        context, probs = self.self(hidden, mask, output_attentions)
+        context, probs = self.self(self.output.normalize_input(hidden), mask, output_attentions)
         return self.output(context, hidden), probs
 
 

@@ -7,6 +7,7 @@
     minibert evaluate TASK --model DIR          score a fine-tuned model on its held-out data
     minibert experiment masking --out FILE      the masking ablation of notebook 05
     minibert experiment beyond-bert --out FILE  BERT/RoBERTa/ALBERT on one budget and a small Table 6 (notebook 09)
+    minibert experiment bidirectionality --out FILE  MLM vs left-to-right vs no masking (notebook 04)
     minibert release [--out release]            student versions of the notebooks (nbgrader) and their zip
     minibert autograde SUBMISSION_DIR           grade a folder of filled-in notebooks
     minibert slides [NOTEBOOKS...] [--out DIR]  reveal.js slides of the notebooks, offline (default: slides/)
@@ -38,6 +39,9 @@ def pretrain_parser() -> argparse.ArgumentParser:
     add("--preset", choices=[*PRESETS, *ALBERT_PRESETS],
         help="model size (default: bert-tiny); albert-* factorise the embedding and share one layer's "
              "weights (ALBERT; pair them with --objective sop)")
+    add("--init-from", metavar="MODEL",
+        help="go on pre-training this BERT (Hub id or folder) instead of starting from scratch: its weights, size "
+             "and vocabulary; heads it lacks (e.g. the MLM head of a sentence-embedding model) start fresh")
     add("--corpus", nargs="+",
         help="training text: dataset names of minibert.data (wikitext2_raw, gutenberg, state_union, ...), "
              "DATASET/FILE, or paths to .txt files / folders (default: wikitext2_raw/wiki.valid.raw)")
@@ -63,6 +67,9 @@ def pretrain_parser() -> argparse.ArgumentParser:
     add("--dropout", type=float,
         help="dropout on hidden states and attention weights (default 0.1, the paper's; a run far shorter than "
              "one pass over its text overfits little and learns faster without it)")
+    add("--pre-ln", dest="pre_layer_norm", action="store_true",
+        help="pre-LN layers (LayerNorm before each sub-layer, one after the stack) instead of BERT's post-LN: "
+             "trains stably at higher learning rates")
     add("--eval-every", type=int, help="evaluate every N steps (default: at the end)")
     add("--save-every", type=int, help="write a checkpoint every N steps (default: at the end; the last 2 are kept)")
     add("--precision", choices=["auto", "bf16", "fp16", "fp32"], help="auto: bf16 on CUDA, fp32 on CPU (default auto)")
@@ -77,12 +84,13 @@ def export_parser() -> argparse.ArgumentParser:
     p = _parser("minibert export",
                 "Turn a `minibert pretrain` run or a `minibert finetune` folder into a model folder to share: the "
                 "weights (fp16 by default, half the size; int8, a quarter), the tokenizer, the recipe and a model "
-                "card with the held-out figures measured on the exported weights.")
-    p.add_argument("run", help="the --out folder of minibert pretrain or minibert finetune")
+                "card with the held-out figures measured on the exported weights. Given a model folder, convert "
+                "it to --dtype (e.g. a shipped int8 folder into fp16 that transformers reads).")
+    p.add_argument("run", help="the --out folder of minibert pretrain or minibert finetune, or a model folder")
     p.add_argument("--out", required=True, help="folder to write (config.json, model.safetensors, vocab.txt, README.md, ...)")
     p.add_argument("--dtype", choices=["fp16", "bf16", "fp32", "int8"],
                    help="weights' precision (default fp16; int8: one int8 per weight and a scale per row, "
-                        "which only minibert reads)")
+                        "which only minibert reads: transformers refuses such a folder)")
     return p
 
 
@@ -180,6 +188,27 @@ def beyond_bert_parser() -> argparse.ArgumentParser:
     return p
 
 
+def bidirectionality_parser() -> argparse.ArgumentParser:
+    from .config import PRESETS
+    from .experiments.bidirectionality import OBJECTIVES, BidirectionalitySetup
+
+    p = _parser("minibert experiment bidirectionality",
+                "Deep bidirectionality measured (BERT Table 5 / Figure 3 in miniature): the same small encoder "
+                "pre-trained with a masked LM, a left-to-right LM and a bidirectional LM that sees its answers, "
+                "then measured on held-out loss and by frozen-feature probes (UD POS, SST-2). Finished runs are "
+                "kept in --out; run it again to go on after an interruption.")
+    add = p.add_argument
+    add("--out", required=True, help="results file (JSON) to write, and to go on from")
+    add("--objectives", nargs="+", choices=list(OBJECTIVES), help="which (default: all three)")
+    add("--seeds", nargs="+", type=int, help="seeds per objective (default 0 1 2)")
+    add("--preset", choices=list(PRESETS), help=f"model size (default {BidirectionalitySetup.preset})")
+    add("--probe-sentences", type=int, help="UD EWT sentences per probe split (default: all)")
+    add("--sst2-train-sentences", type=int,
+        help=f"SST-2 training sentences of the sentiment probe (default {BidirectionalitySetup.sst2_train_sentences})")
+    _add_grid_flags(p)
+    return p
+
+
 def _add_grid_flags(parser: argparse.ArgumentParser) -> None:
     """The flags of `GridSetup`, shared by every pre-training grid."""
     from .experiments.masking import GridSetup
@@ -193,6 +222,10 @@ def _add_grid_flags(parser: argparse.ArgumentParser) -> None:
     add("--steps", type=int, help=f"optimizer updates per run (default {d.steps})")
     add("--batch-size", type=int, help=f"sequences per update (default {d.batch_size})")
     add("--lr", type=float, help=f"peak learning rate (default {d.lr})")
+    add("--warmup-ratio", type=float, help=f"fraction of the steps of linear warmup (default {d.warmup_ratio})")
+    add("--dropout", type=float, help=f"dropout on hidden states and attention weights (default {d.dropout})")
+    add("--pre-ln", dest="pre_layer_norm", action=argparse.BooleanOptionalAction,
+        help="pre-LN layers instead of BERT's post-LN (default: the experiment's)")
     add("--device", help="auto, cpu, cuda, mps")
 
 
@@ -233,12 +266,18 @@ def _beyond_bert(given: dict, command: str):
     return experiment(BeyondBertSettings(**_split(given, GridSetup)), command=command)
 
 
+def _bidirectionality(given: dict, command: str):
+    from .experiments.bidirectionality import BidirectionalitySettings, BidirectionalitySetup, experiment
+    return experiment(BidirectionalitySettings(**_split(given, BidirectionalitySetup)), command=command)
+
+
 # command -> (its parser, what runs it on the given flags, what to call the path it returns when printing it)
 RECIPES = {"pretrain": (pretrain_parser, _pretrain, "checkpoint"),
            "export": (export_parser, _export, "model"),
            "finetune": (finetune_parser, _finetune, None),
            "evaluate": (evaluate_parser, _evaluate, None)}
-EXPERIMENTS = {"masking": (masking_parser, _masking), "beyond-bert": (beyond_bert_parser, _beyond_bert)}
+EXPERIMENTS = {"masking": (masking_parser, _masking), "beyond-bert": (beyond_bert_parser, _beyond_bert),
+               "bidirectionality": (bidirectionality_parser, _bidirectionality)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -256,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         return _run(lambda: recipe(given), label)
     if command == "experiment":
         if not rest or rest[0] not in EXPERIMENTS:
-            print("usage: minibert experiment masking|beyond-bert --out FILE [options] "
+            print("usage: minibert experiment masking|beyond-bert|bidirectionality --out FILE [options] "
                   "(see minibert experiment masking --help)", file=sys.stderr)
             return 2
         make_parser, experiment = EXPERIMENTS[rest[0]]

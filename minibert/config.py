@@ -32,6 +32,11 @@ ALBERT_PRESETS: dict[str, tuple[int, int, int]] = {
 }
 ALBERT_SIZES = dict(vocab_size=30000, embedding_size=128, share_layers=True)
 
+# Fields transformers' BERT lacks or treats otherwise (it could load such a model wrongly, silently): a config
+# that uses one is written with this model_type, which transformers refuses, as are int8 weights (hub.py).
+MINIBERT_FIELDS = ("embedding_size", "share_layers", "pruned_heads", "pre_layer_norm", "is_decoder")
+MINIBERT_ONLY = "minibert"
+
 
 @dataclass
 class BertConfig:
@@ -57,6 +62,13 @@ class BertConfig:
     # Heads removed by pruning, {layer: [head, ...]}; the model is built without them. (The field of
     # transformers 4; transformers 5 dropped pruning, so pruned checkpoints load in minibert only.)
     pruned_heads: dict[int, list[int]] = field(default_factory=dict)
+    # Pre-LN (Xiong et al. 2020; GPT-2, Cramming): each sub-layer reads LayerNorm(x) and adds its output to x
+    # unnormalised, and one LayerNorm closes the stack. The gradient reaches every layer undamped, so
+    # a small model takes a higher learning rate with less warmup. BERT itself is post-LN (False).
+    pre_layer_norm: bool = False
+    # A left-to-right model (OpenAI GPT's attention, BERT's Figure 3): each position attends to itself and
+    # the positions before it only. The Hugging Face name, so transformers' BertLMHeadModel reads it alike.
+    is_decoder: bool = False
 
     def __post_init__(self):
         self.validate()
@@ -121,15 +133,17 @@ class BertConfig:
 
     # --- the Hugging Face config.json -------------------------------------------------------
     def to_dict(self) -> dict:
-        """A BERT's config.json. ALBERT's fields and pruned heads appear only when used: transformers'
-        BertModel cannot build such a model, and a plain BERT's file stays exactly what it reads."""
+        """A BERT's config.json. ALBERT's fields, pruned heads, pre-LN and the causal mask appear only when
+        used, and then with ``model_type`` "minibert": transformers' BertModel would build such a model
+        wrong and say nothing, so it must refuse it; a plain BERT's file stays exactly what it reads."""
         data = asdict(self)
-        for name in ("embedding_size", "share_layers", "pruned_heads"):
+        for name in MINIBERT_FIELDS:
             if not data[name]:
                 del data[name]
         if self.pruned_heads:
             data["pruned_heads"] = {str(layer): heads for layer, heads in self.pruned_heads.items()}
-        return {"model_type": "bert", "architectures": ["BertModel"], **data}
+        extras = [name for name in MINIBERT_FIELDS if name in data]
+        return {"model_type": MINIBERT_ONLY if extras else "bert", "architectures": ["BertModel"], **data}
 
     @classmethod
     def from_dict(cls, data: dict) -> "BertConfig":
@@ -138,7 +152,7 @@ class BertConfig:
         kwargs = {k: v for k, v in data.items() if k in known}
         if "id2label" in data and "num_labels" not in data:
             kwargs["num_labels"] = len(data["id2label"])
-        if data.get("model_type", "bert") != "bert":
+        if data.get("model_type", "bert") not in ("bert", MINIBERT_ONLY):
             raise ValueError(f"config has model_type {data['model_type']!r}; minibert reads BERT checkpoints only")
         if data.get("position_embedding_type", "absolute") != "absolute":
             raise ValueError("minibert supports absolute position embeddings only "

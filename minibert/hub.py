@@ -18,11 +18,12 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from .atomic import atomic_path
-from .config import BertConfig
+from .config import MINIBERT_ONLY, BertConfig
 
 logger = logging.getLogger("minibert")
 
-WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
+INT8_WEIGHTS = "model.int8.safetensors"  # a name transformers never looks for: it refuses the folder
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", INT8_WEIGHTS)
 BASE_MODULES = ("embeddings.", "encoder.", "pooler.")
 
 
@@ -188,20 +189,24 @@ class PretrainedMixin:
     def save_pretrained(self, directory: str | os.PathLike, int8_weights: bool = False) -> Path:
         """Write config.json + model.safetensors; each file appears whole or not at all.
 
-        ``int8_weights``: store the matrices as int8 rows with a scale each (a quarter of fp32's size;
-        only minibert reads it back, see `quantize_int8`).
+        ``int8_weights``: store the matrices as int8 rows with a scale each (a quarter of fp32's size) in
+        ``model.int8.safetensors``, with ``model_type`` "minibert": only minibert reads it, and
+        transformers refuses the folder instead of computing with the raw int8 numbers (see `quantize_int8`).
         """
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         aliases = tied_aliases(self)
         state = {k: v.detach().contiguous() for k, v in self.state_dict().items() if k not in aliases}
-        if int8_weights:
-            state = quantize_int8(state)
         config = {**self.config.to_dict(), "architectures": [type(self).__name__]}
-        with atomic_path(directory / "model.safetensors") as tmp:
+        weights, stale = "model.safetensors", INT8_WEIGHTS
+        if int8_weights:
+            state, weights, stale = quantize_int8(state), INT8_WEIGHTS, "model.safetensors"
+            config = {**config, "model_type": MINIBERT_ONLY}
+        with atomic_path(directory / weights) as tmp:
             save_file(state, tmp, metadata={"format": "pt"})
         with atomic_path(directory / "config.json") as tmp:
             tmp.write_text(json.dumps(config, indent=2) + "\n")
+        (directory / stale).unlink(missing_ok=True)  # our own other-format weights, which would be read first
         return directory
 
 
@@ -218,8 +223,10 @@ class PretrainedMixin:
 # it would with the rounded fp32 weights: this is about the size of a download or a repository,
 # unlike the *dynamic* quantisation of notebook 09, which computes in int8 to run faster. The file is
 # still plain safetensors (no pickle), but only minibert reads it: transformers does not know the
-# ``.int8_scale`` tensors. Loading one with minibert and calling ``save_pretrained`` gives back a
-# checkpoint transformers reads.
+# ``.int8_scale`` tensors and would compute with the raw integers. So the file is named
+# ``model.int8.safetensors`` and config.json says ``"model_type": "minibert"``: transformers' Auto
+# classes and pipelines refuse the model type, its BertModel finds no weights file. ``minibert export
+# FOLDER --out NEW --dtype fp16`` converts such a folder into one transformers reads.
 
 INT8_SCALE_SUFFIX = ".int8_scale"
 INT8_MIN_NUMEL = 4096  # smaller tensors are not worth a scale per row

@@ -10,7 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from .add_norm import AddNorm
-from .attention import BertAttention, padding_mask
+from .attention import BertAttention, causal_mask, padding_mask
 from .config import ACT2FN, BertConfig
 from .embeddings import BertEmbeddings, factorised_embedding_projection
 from .hub import PretrainedMixin
@@ -49,7 +49,7 @@ class FeedForward:
     output: BertOutput
 
     def feed_forward(self, x: Tensor) -> Tensor:
-        return self.output(self.intermediate(x), x)  # (B, T, H) -> (B, T, 4H) -> (B, T, H)
+        return self.output(self.intermediate(self.output.normalize_input(x)), x)  # (B, T, H) -> (B, T, 4H) -> (B, T, H)
 
 
 class BertLayer(FeedForward, nn.Module):
@@ -79,6 +79,9 @@ class BertEncoder(nn.Module):
         self.layer = nn.ModuleList(BertLayer(config) for _ in range(distinct))
         for index, heads in config.pruned_heads.items():
             self.layer[index].attention.prune_heads(heads)
+        # Pre-LN leaves the stream unnormalised; one LayerNorm after the last layer closes it.
+        self.final_layer_norm = (nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+                                 if config.pre_layer_norm else None)
 
     @property
     def layers(self) -> list[BertLayer]:
@@ -97,6 +100,10 @@ class BertEncoder(nn.Module):
                 all_hidden.append(hidden)
             if output_attentions:
                 all_attentions.append(probs)
+        if self.final_layer_norm is not None:
+            hidden = self.final_layer_norm(hidden)
+            if output_hidden_states:
+                all_hidden[-1] = hidden
         return BaseModelOutput(
             last_hidden_state=hidden,
             hidden_states=tuple(all_hidden) if output_hidden_states else None,
@@ -165,7 +172,11 @@ class BertModel(BertPreTrainedModel):
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
         hidden = self.embeddings(input_ids, token_type_ids)
-        out = self.encoder(hidden, padding_mask(attention_mask), output_attentions, output_hidden_states)
+        mask = padding_mask(attention_mask)                                   # (B, 1, 1, T) or None
+        if self.config.is_decoder:  # left to right: (B, 1, 1, T) & (1, 1, T, T) -> (B, 1, T, T)
+            causal = causal_mask(input_ids.size(1), input_ids.device)
+            mask = causal if mask is None else mask & causal
+        out = self.encoder(hidden, mask, output_attentions, output_hidden_states)
         out.pooler_output = self.pooler(out.last_hidden_state) if self.pooler is not None else None
         return out
 

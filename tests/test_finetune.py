@@ -285,7 +285,7 @@ def test_squad_splits_the_dev_set_by_article_and_says_so(data_home, tokenizer, t
     # Shipping it in int8: a quarter of the size, scored again on the same held-out questions.
     assert main(["export", str(out), "--out", str(tmp_path / "int8"), "--dtype", "int8"]) == 0
     shipped = tmp_path / "int8"
-    assert (shipped / "model.safetensors").stat().st_size < 0.3 * (out / "model.safetensors").stat().st_size
+    assert (shipped / "model.int8.safetensors").stat().st_size < 0.3 * (out / "model.safetensors").stat().st_size
     again = json.loads((shipped / "held_out.json").read_text())
     card = (shipped / "README.md").read_text()
     assert f"| fine-tuned (fp32) | {metrics['exact_match']:.2f} | {metrics['f1']:.2f} |" in card

@@ -6,6 +6,7 @@ stable softmax worth 2 points and scaled attention scores worth 3), then the two
 checked on the real course notebooks, with one autograde run per version because executing the
 notebooks is slow.
 """
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -104,6 +105,17 @@ def test_hidden_tests_run(demo_release, tmp_path):
     assert "overflows on large logits" in scores.notebooks["01_demo"]["softmax_tests"].error
 
 
+def test_cells_after_the_last_test_are_not_run(tmp_path):
+    """They cannot change a score, and in the course they are where models train: a cell there that
+    would fail the run (or take an hour) leaves the marks as they are."""
+    source = broken_copy(tmp_path / "source", lambda cells: cells.append(
+        nbformat.v4.new_code_cell("import time\ntime.sleep(3600)  # the long training run")))
+    started = time.monotonic()
+    scores = grading.autograde(source, source=source, timeout=30)
+    assert marks(scores) == {"softmax_tests": (2, 2), "attention_scores_tests": (3, 3)}
+    assert time.monotonic() - started < 300
+
+
 def test_commands_report_errors_without_a_traceback(tmp_path, capsys):
     assert grading.main(["autograde", str(tmp_path / "nowhere"), "--source", str(FIXTURE)]) == 1
     assert capsys.readouterr().err.startswith("error: submission folder not found")
@@ -112,6 +124,7 @@ def test_commands_report_errors_without_a_traceback(tmp_path, capsys):
 def broken_copy(tmp_path: Path, edit) -> Path:
     nb = nbformat.read(FIXTURE / "01_demo.ipynb", as_version=4)
     edit(nb.cells)
+    tmp_path.mkdir(exist_ok=True)
     nbformat.write(nb, tmp_path / "01_demo.ipynb")
     return tmp_path
 

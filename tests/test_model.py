@@ -211,3 +211,52 @@ def test_value_checks_read_cpu_tensors_only(monkeypatch):
         check_inputs(config, torch.full((1, 2), 100))
         with pytest.raises(ValueError, match="attention_mask has shape"):
             check_inputs(config, torch.ones(1, 2, dtype=torch.long), attention_mask=torch.ones(1, 3))
+
+
+@pytest.mark.parametrize("pre_layer_norm", [False, True])
+def test_a_layer_computes_what_torch_transformer_encoder_layer_computes(pre_layer_norm):
+    """BERT's post-LN block and the pre-LN option, against PyTorch's own encoder layer (norm_first)."""
+    from minibert.attention import padding_mask
+    from minibert.model import BertLayer
+
+    config = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64,
+                        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, layer_norm_eps=1e-5,
+                        pre_layer_norm=pre_layer_norm)
+    torch.manual_seed(0)
+    ours = BertLayer(config).eval()
+    for norm in (ours.attention.output.LayerNorm, ours.output.LayerNorm):  # not the identity they start as
+        torch.nn.init.normal_(norm.weight, 1.0, 0.3), torch.nn.init.normal_(norm.bias, 0.0, 0.3)
+    theirs = torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, activation="gelu", layer_norm_eps=1e-5,
+                                              batch_first=True, norm_first=pre_layer_norm).eval()
+    attention = ours.attention.self
+    with torch.no_grad():
+        theirs.self_attn.in_proj_weight.copy_(torch.cat([attention.query.weight, attention.key.weight,
+                                                         attention.value.weight]))
+        theirs.self_attn.in_proj_bias.copy_(torch.cat([attention.query.bias, attention.key.bias, attention.value.bias]))
+        for mine, torchs in [(ours.attention.output.dense, theirs.self_attn.out_proj), (ours.intermediate.dense,
+                             theirs.linear1), (ours.output.dense, theirs.linear2),
+                             (ours.attention.output.LayerNorm, theirs.norm1), (ours.output.LayerNorm, theirs.norm2)]:
+            torchs.weight.copy_(mine.weight), torchs.bias.copy_(mine.bias)
+    x = torch.randn(2, 7, 32)
+    attention_mask = torch.ones(2, 7, dtype=torch.long)
+    attention_mask[1, 5:] = 0
+    with torch.no_grad():
+        expected = theirs(x, src_key_padding_mask=attention_mask == 0)
+        got, _ = ours(x, padding_mask(attention_mask))
+    real = attention_mask.bool()
+    torch.testing.assert_close(got[real], expected[real], atol=1e-5, rtol=1e-5)
+
+
+def test_pre_ln_model_closes_with_a_layer_norm_and_round_trips(tmp_path):
+    config = BertConfig.from_preset("bert-tiny", vocab_size=100, pre_layer_norm=True)
+    torch.manual_seed(0)
+    model = minibert.BertForMaskedLM(config).eval()
+    assert "bert.encoder.final_layer_norm.weight" in model.state_dict()
+    assert "bert.encoder.final_layer_norm.weight" not in minibert.BertForMaskedLM(config.replace(pre_layer_norm=False)).state_dict()
+    model.save_pretrained(tmp_path)
+    assert json.loads((tmp_path / "config.json").read_text())["pre_layer_norm"] is True
+    loaded = minibert.BertForMaskedLM.from_pretrained(tmp_path)
+    ids = torch.randint(5, 100, (2, 9))
+    assert loaded.config.pre_layer_norm and torch.equal(loaded(ids).logits, model(ids).logits)
+    hidden = loaded.bert(ids, output_hidden_states=True)
+    torch.testing.assert_close(hidden.hidden_states[-1], hidden.last_hidden_state)

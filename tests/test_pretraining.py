@@ -478,3 +478,24 @@ def test_a_whole_corpus_builds_in_seconds(tokenizer, mirror):
     dataset = build_pretraining_data(tokenizer, WIKI_VALID, max_seq_len=128, static_masking=True)
     assert time.perf_counter() - start < 15  # about 2 s on one core
     assert len(dataset) > 2000 and all("labels" in e for e in dataset.examples[:10])
+
+
+def test_fill_in_the_blank_masks_every_scored_token_and_the_same_ones_each_time(tokenizer, mirror):
+    from minibert.pretraining import fill_in_the_blank_data
+    a = fill_in_the_blank_data(tokenizer, [str(mirror / WIKI_VALID)], max_seq_len=64)
+    b = fill_in_the_blank_data(tokenizer, [str(mirror / WIKI_VALID)], max_seq_len=64)
+    scored = [(i, y) for e in a.examples for i, y in zip(e["input_ids"], e["labels"]) if y != -100]
+    assert all(i == tokenizer.mask_token_id for i, _ in scored), "a scored token left in place is a free answer"
+    assert 0.13 < len(scored) / sum(len(e["input_ids"]) for e in a.examples) < 0.16
+    assert [e["labels"] for e in a.examples] == [e["labels"] for e in b.examples]
+    batch = a.collate(a.examples[:4])
+    assert torch.equal(batch["labels"], a.collate(a.examples[:4])["labels"])  # static: collate draws nothing
+
+
+def test_unigram_loss_is_the_cross_entropy_of_token_frequencies():
+    from minibert.pretraining import unigram_loss
+    train = [{"input_ids": [1, 1, 1, 2]}]                       # p(1) = 3/4, p(2) = 1/4
+    held_out = [{"labels": [1, -100, 2, 2]}]
+    assert unigram_loss(train, held_out, vocab_size=3) == pytest.approx(-(math.log(0.75) + 2 * math.log(0.25)) / 3)
+    with pytest.raises(ValueError, match="no masked positions"):
+        unigram_loss(train, [{"labels": [-100]}], vocab_size=3)

@@ -1,5 +1,6 @@
 """`minibert pretrain`: the command runs the whole recipe and leaves a checkpoint others can load."""
 import json
+import math
 import os
 
 import pytest
@@ -83,7 +84,9 @@ def test_export_halves_the_weights_and_measures_what_it_ships(tmp_path, eval_tex
         torch.testing.assert_close(b, a.half().float(), atol=0, rtol=0, msg=name)  # fp16 rounding, nothing else
     held_out = json.loads((model_dir / "held_out.json").read_text())
     card = (model_dir / "README.md").read_text()
-    assert f"| {held_out['eval_mlm_loss']:.3f} | {held_out['eval_mlm_accuracy']:.1%} |" in card
+    assert (f"| {held_out['eval_mlm_accuracy']:.1%} | {held_out['eval_mlm_top5']:.1%} | "
+            f"{held_out['eval_mlm_loss']:.3f} | {held_out['unigram_loss']:.3f} | ") in card
+    assert "fill-in-the-blank accuracy" in card and "NSP accuracy" in card
     assert "minibert pretrain --preset bert-tiny" in card and "--mask-same-rnd 0.8 0.1 0.1" in card
     assert minibert.BertTokenizer.from_pretrained(model_dir).get_vocab() == \
         minibert.BertTokenizer.from_pretrained(tmp_path / "run" / "tokenizer").get_vocab()
@@ -96,7 +99,8 @@ def test_roberta_style_run_exports_a_masked_lm_with_an_mlm_only_card(tmp_path, e
     assert run(tmp_path / "run", "--steps", "2", "--objective", "none", "--eval-corpus", eval_text) == 0
     assert main(["export", str(tmp_path / "run"), "--out", str(tmp_path / "model")]) == 0
     card = (tmp_path / "model" / "README.md").read_text()
-    assert "| masked-LM loss | masked-LM accuracy |\n|---|---|\n" in card and "nan" not in card
+    assert ("| fill-in-the-blank accuracy | top-5 | loss | unigram plateau | 80/10/10 accuracy |\n|---|---|---|---|---|\n"
+            in card and "nan" not in card and "NSP" not in card)
     assert "alone, on packed full sentences" in card and "sequences of up to 32 tokens" in card
     assert minibert.BertForMaskedLM.from_pretrained(tmp_path / "model").config.vocab_size <= 600
 
@@ -148,3 +152,26 @@ def test_bad_settings_are_one_line_errors(tmp_path, capsys):
     assert "error:" in capsys.readouterr().err
     assert run(tmp_path / "b", "--steps", "2", "--corpus", "no_such_corpus") == 2
     assert "no_such_corpus" in capsys.readouterr().err
+
+
+def test_continued_pretraining_keeps_the_encoder_and_starts_a_tied_mlm_head(tmp_path, eval_text):
+    """--init-from: MiniLM (an encoder without an MLM head) goes on pre-training with a fresh, tied head."""
+    torch.set_num_threads(1)
+    minilm = "sentence-transformers/all-MiniLM-L6-v2"
+    assert main(["pretrain", "--init-from", minilm, "--objective", "none", "--steps", "1", "--batch-size", "2",
+                 "--max-seq-len", "32", "--lr", "1e-9", "--corpus", eval_text, "--eval-corpus", eval_text,
+                 "--out", str(tmp_path / "run")]) == 0
+    model = minibert.BertForMaskedLM.from_pretrained(tmp_path / "run" / "step-000001")
+    encoder = minibert.BertModel.from_pretrained(minilm)
+    assert model.config.hidden_size == 384 and model.config.num_hidden_layers == 6
+    weights = encoder.state_dict()
+    for name, value in model.bert.state_dict().items():
+        if "pooler" not in name:
+            torch.testing.assert_close(value, weights[name], atol=1e-6, rtol=0, msg=name)  # lr 1e-9: one tiny step
+    assert model.cls.predictions.decoder.weight is model.bert.embeddings.word_embeddings.weight
+    assert minibert.BertTokenizer.from_pretrained(tmp_path / "run" / "tokenizer").get_vocab() == \
+        minibert.BertTokenizer.from_pretrained(minilm).get_vocab()
+    recipe = json.loads((tmp_path / "run" / "recipe.json").read_text())
+    assert recipe["args"]["init_from"] == minilm and 0 < recipe["unigram_loss"] < math.log(30522)
+    with pytest.raises(ValueError, match="keeps that model's vocabulary"):
+        PretrainSettings(out=tmp_path / "x", init_from=minilm, vocab_size=100)

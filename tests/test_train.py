@@ -140,11 +140,15 @@ class KeywordRecorder(nn.Module):
         return SimpleNamespace(loss=nn.functional.cross_entropy(logits, labels), logits=logits)
 
 
-def test_model_kwargs_go_to_training_forwards_only():
+def test_model_kwargs_go_to_training_forwards_and_eval_model_kwargs_to_evaluation():
     model = KeywordRecorder()
     config = quiet(max_steps=2, grad_accum_steps=2, eval_every=2)
     Trainer(model, config, classification_data(16), classification_data(4), model_kwargs={"masked_only": True}).fit()
     assert model.calls == [(True, {"masked_only": True})] * 4 + [(False, {})]
+    model = KeywordRecorder()
+    Trainer(model, config, classification_data(16), classification_data(4), model_kwargs={"masked_only": True},
+            eval_model_kwargs={"output_attentions": False}).fit()
+    assert model.calls == [(True, {"masked_only": True})] * 4 + [(False, {"output_attentions": False})]
 
 
 def test_masked_lm_trains_with_its_tied_decoder(tmp_path):

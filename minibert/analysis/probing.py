@@ -175,3 +175,40 @@ def majority_accuracy(train: list[list[tuple[str, str]]], test: list[list[tuple[
     pairs = [(w, t) for s in test for w, t in s]
     hits = sum((by_word[w.lower()].most_common(1)[0][0] if w.lower() in by_word else overall) == t for w, t in pairs)
     return hits / len(pairs)
+
+
+@torch.inference_mode()
+def sentence_features(model: nn.Module, tokenizer, sentences: list[str], batch_size: int = 64,
+                      max_length: int = 128) -> Tensor:
+    """(N, H): the mean of the last layer over each sentence's real tokens ([CLS] and [SEP] included).
+
+    The mean rather than [CLS]: a model pre-trained without a sentence-level task (MLM alone, or a
+    left-to-right LM, whose [CLS] sees nothing but itself) has no reason to gather the sentence there.
+    """
+    encoder = getattr(model, "bert", model)
+    was_training = encoder.training
+    encoder.eval()
+    device = next(encoder.parameters()).device
+    max_length = min(max_length, encoder.config.max_position_embeddings)
+    features = []
+    for start in range(0, len(sentences), batch_size):
+        enc = tokenizer(sentences[start:start + batch_size], truncation=True, max_length=max_length)
+        ids, mask = pad_with_mask(enc["input_ids"], tokenizer.pad_token_id)               # (B, T) each
+        states = encoder(input_ids=ids.to(device), attention_mask=mask.to(device)).last_hidden_state  # (B, T, H)
+        weights = mask.to(device, states.dtype)[..., None]                                # (B, T, 1)
+        features.append((states * weights).sum(1) / weights.sum(1))                       # (B, H)
+    encoder.train(was_training)
+    return torch.cat(features).float().cpu()
+
+
+def sentence_probe(model: nn.Module, tokenizer, train: list[tuple[str, int]], test: list[tuple[str, int]],
+                   seed: int = 0) -> dict:
+    """Accuracy of a linear classifier on frozen `sentence_features` (e.g. SST-2 sentiment), and the
+    majority-class accuracy as the floor to beat. ``train``/``test``: (sentence, label) pairs."""
+    train_x = sentence_features(model, tokenizer, [s for s, _ in train])
+    test_x = sentence_features(model, tokenizer, [s for s, _ in test])
+    train_y, test_y = torch.tensor([y for _, y in train]), torch.tensor([y for _, y in test])
+    torch.manual_seed(seed)
+    probe = LinearProbe(train_x.shape[-1], int(max(train_y.max(), test_y.max())) + 1).fit(train_x, train_y)
+    majority = Counter(train_y.tolist()).most_common(1)[0][0]
+    return {"accuracy": probe.accuracy(test_x, test_y), "majority_accuracy": (test_y == majority).float().mean().item()}

@@ -115,9 +115,10 @@ def autograde(submission_dir, source="notebooks", timeout=600) -> Scores:
 
     ``submission_dir`` is a filled-in student release, or ``source`` itself as a sanity check.
     Only notebooks of ``source`` with graded cells are executed (the others score nothing and may
-    train for minutes); a graded notebook missing from the submission scores zero. Test cells come
-    back from the source, hidden tests included, whatever the submission did to them.
-    ``timeout`` is seconds per cell.
+    train for minutes), and each only as far as its last test cell: what comes after cannot change a
+    score, and it is where the notebooks train models. A graded notebook missing from the submission
+    scores zero. Test cells come back from the source, hidden tests included, whatever the submission
+    did to them. ``timeout`` is seconds per cell.
     """
     from nbgrader.api import Gradebook  # imported here: nbgrader takes seconds to import
 
@@ -130,6 +131,10 @@ def autograde(submission_dir, source="notebooks", timeout=600) -> Scores:
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         course = _course(Path(tmp), source, only=graded)
         shutil.copytree(submission_dir, course / "submitted" / STUDENT / ASSIGNMENT, ignore=IGNORED)
+        for name in graded:
+            test_ids = set(graded_cells(Path(source) / name))
+            for folder in (course / "source" / ASSIGNMENT, course / "submitted" / STUDENT / ASSIGNMENT):
+                _through_last_test(folder / name, test_ids)
         _nbgrader(course, "generate_assignment")  # fills the gradebook with the test cells
         _nbgrader(course, "autograde", f"--Execute.timeout={timeout}", f"--Execute.kernel_name={KERNEL}")
         with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
@@ -166,6 +171,17 @@ def graded_cells(notebook) -> list[str]:
     """grade_ids of the cells that score points (the test cells, in the course's convention)."""
     return [cell.metadata.nbgrader["grade_id"] for cell in nbformat.read(notebook, as_version=4).cells
             if cell.metadata.get("nbgrader", {}).get("grade")]
+
+
+def _through_last_test(notebook: Path, test_ids: set[str]) -> None:
+    """Cut ``notebook`` after the last of its cells whose grade_id is in ``test_ids`` (if it has any)."""
+    if not notebook.exists():
+        return
+    nb = nbformat.read(notebook, as_version=4)
+    positions = [i for i, cell in enumerate(nb.cells) if cell.metadata.get("nbgrader", {}).get("grade_id") in test_ids]
+    if positions:
+        nb.cells = nb.cells[:max(positions) + 1]
+        nbformat.write(nb, notebook)
 
 
 def _course(root: Path, source, only=None) -> Path:

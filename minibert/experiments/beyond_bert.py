@@ -81,9 +81,8 @@ class ModelComparison(PretrainingGrid):
         ratio = extra.pop("embedding_ratio", None)
         if ratio is not None:
             extra["embedding_size"] = int(H * ratio)
-        return BertConfig(vocab_size=self.tokenizer.vocab_size, num_hidden_layers=L, hidden_size=H,
-                          num_attention_heads=A, intermediate_size=4 * H,
-                          max_position_embeddings=max(512, self.setup.max_seq_len), **extra)
+        return self.setup.model_config(self.tokenizer.vocab_size, num_hidden_layers=L, hidden_size=H,
+                                       num_attention_heads=A, intermediate_size=4 * H, **extra)
 
     def _examples(self, objective: str) -> list[dict]:
         if objective == "none":
@@ -105,9 +104,7 @@ class ModelComparison(PretrainingGrid):
         train_data = PretrainingDataset(examples, masking)
         torch.manual_seed(run.seed)
         model = (BertForMaskedLM if objective == "none" else BertForPreTraining)(self.model_config(run))
-        config = TrainConfig(max_steps=s.steps, batch_size=s.batch_size, lr=s.lr, device=s.device,
-                             progress=False, seed=run.seed)
-        trainer = Trainer(model, config, train_data, collate_fn=train_data.collate, metrics_fn=pretraining_metrics,
+        trainer = Trainer(model, s.train_config(run.seed), train_data, collate_fn=train_data.collate, metrics_fn=pretraining_metrics,
                           model_kwargs={"masked_only": True})  # the MLM decoder at the masked positions only
         started = time.perf_counter()
         history = trainer.fit()

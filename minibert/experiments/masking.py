@@ -22,7 +22,7 @@ import os
 import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
 import torch
@@ -60,6 +60,10 @@ class GridSetup:
     batch_size: int = 32
     lr: float = 2e-3
     device: str = "auto"
+    # The recipe's levers (`minibert pretrain`'s of the same names); the defaults are BERT's.
+    warmup_ratio: float = 0.1
+    dropout: float = 0.1
+    pre_layer_norm: bool = False
 
     def __post_init__(self):
         self.corpus, self.eval_corpus = tuple(self.corpus), tuple(self.eval_corpus)
@@ -69,6 +73,18 @@ class GridSetup:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if self.lr <= 0:
             raise ValueError(f"lr must be positive, got {self.lr}")
+        if not (0 <= self.dropout < 1 and 0 <= self.warmup_ratio < 1):
+            raise ValueError(f"dropout and warmup_ratio must be in [0, 1), got {self.dropout} and {self.warmup_ratio}")
+
+    def model_config(self, vocab_size: int, **sizes) -> BertConfig:
+        """The BertConfig of a run: its sizes (a preset's, or ``sizes``) with this setup's recipe."""
+        return BertConfig(**{**dict(vocab_size=vocab_size, max_position_embeddings=max(512, self.max_seq_len),
+                                    hidden_dropout_prob=self.dropout, attention_probs_dropout_prob=self.dropout,
+                                    pre_layer_norm=self.pre_layer_norm), **sizes})
+
+    def train_config(self, seed: int) -> TrainConfig:
+        return TrainConfig(max_steps=self.steps, batch_size=self.batch_size, lr=self.lr, warmup_ratio=self.warmup_ratio,
+                           device=self.device, progress=False, seed=seed)
 
 
 @dataclass
@@ -157,7 +173,9 @@ class PretrainingGrid:
         if self.results_path is None or not Path(self.results_path).exists():
             return [], None
         stored = json.loads(Path(self.results_path).read_text())
-        if stored["setup"] != json.loads(json.dumps(asdict(self.setup))):
+        # A file from before a setting existed was made with that setting's default.
+        defaults = {f.name: f.default for f in fields(self.setup) if f.default is not MISSING}
+        if {**defaults, **stored["setup"]} != json.loads(json.dumps(asdict(self.setup))):
             raise ValueError(f"{self.results_path} holds runs made with another setup ({stored['setup']}); "
                              "pass that setup to go on with it, or choose a new results file")
         return stored["runs"], stored["references"]
@@ -218,9 +236,9 @@ class MaskingAblation(PretrainingGrid):
                 "untrained_probe_accuracy": probe["accuracy"], "majority_probe_accuracy": probe["majority_accuracy"]}
 
     def _model_config(self) -> BertConfig:
-        s = self.setup
-        return BertConfig.from_preset(s.preset, vocab_size=self.tokenizer.vocab_size,
-                                      max_position_embeddings=max(512, s.max_seq_len))
+        layers, hidden, heads = PRESETS[self.setup.preset]
+        return self.setup.model_config(self.tokenizer.vocab_size, num_hidden_layers=layers, hidden_size=hidden,
+                                       num_attention_heads=heads, intermediate_size=4 * hidden)
 
     def run_one(self, run: Run) -> dict:
         """Pre-train one model with this masking from this seed, then measure it."""
@@ -229,10 +247,9 @@ class MaskingAblation(PretrainingGrid):
         train_data = PretrainingDataset(self.examples, masking)
         torch.manual_seed(run.seed)
         model = BertForMaskedLM(self._model_config())
-        config = TrainConfig(max_steps=s.steps, batch_size=s.batch_size, lr=s.lr, device=s.device,
-                             progress=False, seed=run.seed)
-        trainer = Trainer(model, config, train_data, self.eval_data, collate_fn=train_data.collate,
-                          metrics_fn=pretraining_metrics, model_kwargs={"masked_only": True})
+        trainer = Trainer(model, s.train_config(run.seed), train_data, self.eval_data, collate_fn=train_data.collate,
+                          metrics_fn=pretraining_metrics, model_kwargs={"masked_only": True},
+                          eval_model_kwargs={"masked_only": True})
         started = time.perf_counter()
         history = trainer.fit()
         seconds = time.perf_counter() - started

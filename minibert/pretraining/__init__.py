@@ -22,10 +22,12 @@ did, with the variations of the papers that came after:
 `build_pretraining_data` (`dataset`) does it all and returns a `PretrainingDataset` whose ``collate``
 makes the batches that ``BertForPreTraining(**batch)`` or ``BertForMaskedLM(**batch)`` take;
 `pretraining_metrics` (`metrics`) reports each objective's loss and accuracy apart.
+`fill_in_the_blank_data` is the held-out test (every scored token a [MASK]) and `unigram_loss` the
+plateau a model must get below to show that it reads context.
 """
 from .corpus import (TEXT_CORPORA, HubDataset, load_documents, read_text, split_sentences, text_to_sentences,
                      tokenize_documents, wikitext_to_documents)
-from .dataset import PretrainingDataset, build_pretraining_data
+from .dataset import PretrainingDataset, build_pretraining_data, fill_in_the_blank_data
 from .masking import MLMMasking, mask_dynamically, mask_statically
-from .metrics import pretraining_metrics
+from .metrics import pretraining_metrics, unigram_loss
 from .pairs import OBJECTIVES, create_sentence_pairs, pack_full_sentences, sentence_order_pairs

@@ -90,3 +90,23 @@ def build_pretraining_data(tokenizer, sources, objective: str = "nsp", max_seq_l
     if static_masking:
         examples = mask_statically(examples, masking, seed)
     return PretrainingDataset(examples, masking, pad_to)
+
+
+# The held-out test every pre-training run and every shipped model is scored on, the same for all of them.
+FILL_IN_THE_BLANK_RATE, FILL_IN_THE_BLANK_SEED = 0.15, 1234
+
+
+def fill_in_the_blank_data(tokenizer, sources, objective: str = "none", max_seq_len: int = 128, *,
+                           seed: int = FILL_IN_THE_BLANK_SEED) -> PretrainingDataset:
+    """Held-out text as a fill-in-the-blank test: 15% of the tokens chosen once (seeded), every one of them
+    replaced by [MASK].
+
+    This is what "masked-LM accuracy" means to a user: the model sees a blank and must name the word.
+    The training corruption (80/10/10) would leave 10% of the scored tokens in place, free answers
+    that flatter an untrained model (a model that copies its input scores 10% with no learning at all).
+    ``objective="nsp"`` or ``"sop"`` makes sentence pairs, so the same data also scores that task.
+    """
+    blanks = MLMMasking(tokenizer, FILL_IN_THE_BLANK_RATE, (1.0, 0.0, 0.0))
+    return build_pretraining_data(tokenizer, sources, objective, max_seq_len, masking=blanks,
+                                  static_masking=True, seed=seed)
+

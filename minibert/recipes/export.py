@@ -10,18 +10,23 @@ import json
 import os
 import shutil
 from dataclasses import dataclass
+from importlib import import_module
 from pathlib import Path
 
 import torch
 
 from ..heads import BertForMaskedLM, BertForPreTraining
-from ..pretraining import MLMMasking, build_pretraining_data, pretraining_metrics
+from ..hub import WEIGHT_FILES
+from ..pretraining import (MLMMasking, build_pretraining_data, fill_in_the_blank_data, pretraining_metrics,
+                           unigram_loss)
 from ..tasks import get_task
 from ..tokenizer import BertTokenizer
 from ..training import evaluate, find_checkpoints
 from .finetune import held_out_score, recorded_run
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "int8": None}
+MODEL_CLASSES = ("BertModel", "BertForPreTraining", "BertForMaskedLM", "BertForSequenceClassification",
+                 "BertForQuestionAnswering", "BertForTokenClassification")
 
 
 @dataclass(kw_only=True)
@@ -39,11 +44,41 @@ class ExportSettings:
 
 
 def export(settings: ExportSettings) -> Path:
-    """Write the shareable model folder; returns it."""
+    """Write the shareable model folder; returns it.
+
+    ``run`` is a pre-training run, a fine-tuning output, or a model folder (one this command wrote, or
+    any ``save_pretrained`` output), which is converted to ``dtype`` with its other files copied.
+    """
     run, out = Path(settings.run), Path(settings.out)
+    if out.resolve() == run.resolve():
+        raise ValueError(f"--out {out} is the folder being exported; give a new folder")
+    if (run / "held_out.json").is_file() or ((run / "config.json").is_file() and not find_checkpoints(run)
+                                             and not (run / "results.json").is_file()):
+        return convert_folder(run, out, settings.dtype)
     if (run / "results.json").is_file() and (run / "model.safetensors").is_file():
         return export_finetuned(run, out, settings.dtype)
     return export_pretrained(run, out, settings.dtype)
+
+
+def convert_folder(folder: Path, out: Path, dtype: str) -> Path:
+    """A model folder in another precision, every other file copied: e.g. an int8 folder, which only
+    minibert reads, as fp16 that transformers reads too."""
+    config = json.loads((folder / "config.json").read_text())
+    name = (config.get("architectures") or ["BertModel"])[0]
+    if name not in MODEL_CLASSES:
+        raise ValueError(f"{folder / 'config.json'} names the architecture {name!r}; minibert exports "
+                         f"{', '.join(MODEL_CLASSES)}")
+    model = getattr(import_module("minibert"), name).from_pretrained(folder)
+    save_weights(model, out, dtype)
+    for file in folder.iterdir():
+        if file.is_file() and file.name not in ("config.json", "README.md", *WEIGHT_FILES):
+            shutil.copyfile(file, out / file.name)
+    card = (folder / "README.md").read_text() if (folder / "README.md").is_file() else f"# {out.name}\n"
+    card += (f"\n\n## Converted\nThis folder is {folder.as_posix()} with its weights in {dtype}, written by "
+             f"`minibert export {folder.as_posix()} --out {out.as_posix()} --dtype {dtype}`; "
+             f"{who_loads(model, dtype)} loads them. The figures above were measured on the original weights.\n")
+    (out / "README.md").write_text(card)
+    return out
 
 
 def save_weights(model, out: Path, dtype: str) -> None:
@@ -54,12 +89,20 @@ def save_weights(model, out: Path, dtype: str) -> None:
         model.to(DTYPES[dtype]).save_pretrained(out)
 
 
-def who_loads(model_class, dtype: str) -> str:
-    """The model card's line on what reads the weights."""
+def who_loads(model, dtype: str) -> str:
+    """The model card's line on what reads the weights (``model``: the class or an instance)."""
+    name = model.__name__ if isinstance(model, type) else type(model).__name__
     if dtype == "int8":
-        return ("minibert's `from_pretrained` (int8 rows with a scale each, see `minibert.hub`; transformers "
-                "cannot read them)")
-    return f"`{model_class.__name__}.from_pretrained` (minibert or transformers)"
+        return (f"minibert's `{name}.from_pretrained` (int8 rows with a scale each, see `minibert.hub`; "
+                f"transformers refuses the folder: `minibert export FOLDER --out NEW --dtype fp16` converts it "
+                f"into one that transformers reads)")
+    if getattr(model, "config", None) is not None and model.config.to_dict()["model_type"] != "bert":
+        return f"minibert's `{name}.from_pretrained` (its config goes beyond BERT's, so transformers refuses it)"
+    return f"`{name}.from_pretrained` (minibert or transformers)"
+
+
+def weights_mb(folder: Path) -> float:
+    return sum((folder / name).stat().st_size for name in WEIGHT_FILES if (folder / name).is_file()) / 2**20
 
 
 def export_pretrained(run: Path, out: Path, dtype: str) -> Path:
@@ -80,31 +123,34 @@ def export_pretrained(run: Path, out: Path, dtype: str) -> Path:
     # What a user of the folder gets: its own weights, loaded back in fp32, on the recipe's held-out text.
     a = recipe["args"]
     reloaded = model_class.from_pretrained(out)
-    masking = MLMMasking(tokenizer, a["mlm_probability"], tuple(a["mask_same_rnd"]), whole_word=a["whole_word"])
-    eval_data = build_pretraining_data(tokenizer, a["eval_corpus"], a["objective"], a["max_seq_len"],
-                                       masking=masking, seed=a["seed"])
-    measured = evaluate(reloaded, eval_data, batch_size=min(32, len(eval_data)), collate_fn=eval_data.collate,
-                        metrics_fn=pretraining_metrics, device="cpu", seed=a["seed"])
-    held_out = {f"eval_{name}": value for name, value in measured.items()}  # named as in history.json
+    held_out, examples = score_held_out(reloaded, tokenizer, a)
     (out / "held_out.json").write_text(json.dumps(held_out, indent=2) + "\n")
-    size_mb = (out / "model.safetensors").stat().st_size / 2**20
+    size_mb = weights_mb(out)
     flags = [f"--{k.replace('_', '-')}" + ("" if v is True else " " + (" ".join(map(str, v)) if isinstance(v, list) else str(v)))
              for k, v in a.items() if v not in (None, False) and k not in ("func", "resume", "out")]
+    flags = [f.replace("--pre-layer-norm", "--pre-ln") for f in flags
+             if not (a.get("init_from") and f.startswith(("--preset", "--tokenizer")))]  # init_from's own
     pretrain_command = " \\\n    ".join(["minibert pretrain " + " ".join(flags), f"--out {run.as_posix()}"])
-    loader = who_loads(model_class, dtype)
+    loader = who_loads(model, dtype)
     pairs = a["objective"] != "none"
     task = {"nsp": " + next sentence prediction", "sop": " + sentence-order prediction",
             "none": " alone, on packed full sentences (RoBERTa)"}[a["objective"]]
     sentence_task = a["objective"].upper()
-    columns = ["masked-LM loss", "masked-LM accuracy"] + ([f"{sentence_task} loss", f"{sentence_task} accuracy"] if pairs else [])
-    values = [f"{held_out['eval_mlm_loss']:.3f}", f"{held_out['eval_mlm_accuracy']:.1%}"]
+    columns = ["fill-in-the-blank accuracy", "top-5", "loss", "unigram plateau", "80/10/10 accuracy"]
+    values = [f"{held_out['eval_mlm_accuracy']:.1%}", f"{held_out['eval_mlm_top5']:.1%}",
+              f"{held_out['eval_mlm_loss']:.3f}", f"{held_out['unigram_loss']:.3f}",
+              f"{held_out['eval_mlm_accuracy_80_10_10']:.1%}"]
     if pairs:
-        values += [f"{held_out['eval_nsp_loss']:.3f}", f"{held_out['eval_nsp_accuracy']:.1%}"]
+        columns.append(f"{sentence_task} accuracy")
+        values.append(f"{held_out['eval_nsp_accuracy']:.1%}")
     unit = "sequence pairs" if pairs else "sequences"
+    origin = (f"{a['init_from']} ({recipe['parameters']:,} parameters) with a masked-LM head, made by continued "
+              f"pre-training with the course's own recipe (the encoder trained too, the head fresh and tied to the "
+              f"word embeddings)" if a.get("init_from") else
+              f"A {a['preset']} ({recipe['parameters']:,} parameters) pre-trained from scratch by the course's own recipe")
     card = f"""# {out.name}
 
-A {a['preset']} ({recipe['parameters']:,} parameters) pre-trained from scratch by the course's own recipe,
-so that the notebooks have a masked-LM model that works offline. Weights in {dtype}
+{origin}, so that the notebooks have a masked-LM model that works offline. Weights in {dtype}
 ({size_mb:.1f} MB); {loader} loads them.
 
 ## Recipe
@@ -118,15 +164,41 @@ held-out text: {', '.join(a['eval_corpus'])}. Objective: MLM ({a['mlm_probabilit
 {a['batch_size']} sequences, peak learning rate {a['lr']:g}, on {recipe['device']} in {recipe['precision']}:
 {recipe['seconds_this_run'] / 60:.0f} minutes (of the last `minibert pretrain` call, if the run was resumed).
 
-## Held-out figures (the exported weights, loaded back; {len(eval_data):,} held-out {unit})
+## Held-out figures (the exported weights, loaded back; {examples:,} held-out {unit})
 | {' | '.join(columns)} |
 |{'---|' * len(columns)}
 | {' | '.join(values)} |
+
+Fill-in-the-blank: 15% of the held-out tokens, each replaced by [MASK]; the model must name the
+original token (accuracy: its first guess; top-5: among its first five; loss: mean cross-entropy in
+nats). The unigram plateau is the loss of always answering with the training text's token
+frequencies: a model below it reads the context. The 80/10/10 accuracy scores the training
+corruption instead, where a tenth of the scored tokens are left in place (free answers), so it
+reads higher; it is given for comparison with older cards only.
 
 `history.json` holds the training curve, `recipe.json` every setting and the time it took.
 """
     (out / "README.md").write_text(card)
     return out
+
+
+def score_held_out(model, tokenizer, args: dict) -> tuple[dict[str, float], int]:
+    """A pre-trained model on its recipe's held-out text: fill-in-the-blank figures (every scored token a
+    [MASK]), the unigram plateau, and the accuracy under the training corruption, labelled as such."""
+    blanks = fill_in_the_blank_data(tokenizer, args["eval_corpus"], args["objective"], args["max_seq_len"])
+    masked_only = {"masked_only": True}
+    measured = evaluate(model, blanks, batch_size=32, collate_fn=blanks.collate, metrics_fn=pretraining_metrics,
+                        device="cpu", model_kwargs=masked_only)
+    corruption = MLMMasking(tokenizer, args["mlm_probability"], tuple(args["mask_same_rnd"]), whole_word=args["whole_word"])
+    corrupted = build_pretraining_data(tokenizer, args["eval_corpus"], args["objective"], args["max_seq_len"],
+                                       masking=corruption, static_masking=True, seed=args["seed"])
+    as_trained = evaluate(model, corrupted, batch_size=32, collate_fn=corrupted.collate,
+                          metrics_fn=pretraining_metrics, device="cpu", model_kwargs=masked_only)
+    train_examples = build_pretraining_data(tokenizer, args["corpus"], "none", args["max_seq_len"]).examples
+    held_out = {**{f"eval_{name}": value for name, value in measured.items()},  # named as in history.json
+                "eval_mlm_accuracy_80_10_10": as_trained["mlm_accuracy"],
+                "unigram_loss": unigram_loss(train_examples, blanks.examples, tokenizer.vocab_size)}
+    return held_out, len(blanks)
 
 
 def export_finetuned(run: Path, out: Path, dtype: str) -> Path:
@@ -137,7 +209,8 @@ def export_finetuned(run: Path, out: Path, dtype: str) -> Path:
     """
     recorded = json.loads((run / "results.json").read_text())
     task = get_task(recorded["task"])
-    save_weights(task.model_class.from_pretrained(run), out, dtype)
+    model = task.model_class.from_pretrained(run)
+    save_weights(model, out, dtype)
     tokenizer = BertTokenizer.from_pretrained(run)
     tokenizer.save_pretrained(out)
     shutil.copyfile(run / "results.json", out / "results.json")
@@ -145,11 +218,11 @@ def export_finetuned(run: Path, out: Path, dtype: str) -> Path:
     _, metrics, description = held_out_score(task.name, task.model_class.from_pretrained(out), tokenizer, recorded,
                                              hyperparameters)
     (out / "held_out.json").write_text(json.dumps(metrics, indent=2) + "\n")
-    size_mb = (out / "model.safetensors").stat().st_size / 2**20
+    size_mb = weights_mb(out)
     shown = [k for k in metrics if k != "words"]
     fmt = lambda k, v: f"{v:.2f}" if k in ("exact_match", "f1") else f"{v:.4f}"
     note = f"\n\nNote: {description['note']}.\n" if description.get("note") else ""
-    loader = who_loads(task.model_class, dtype)
+    loader = who_loads(model, dtype)
     card = f"""# {out.name}
 
 {recorded['model']} fine-tuned on {task.name} by the course's own recipe. Weights in {dtype} ({size_mb:.1f} MB);

@@ -17,7 +17,8 @@ import torch
 
 from ..config import ALBERT_PRESETS, PRESETS, BertConfig
 from ..heads import BertForMaskedLM, BertForPreTraining
-from ..pretraining import OBJECTIVES, MLMMasking, build_pretraining_data, load_documents, pretraining_metrics
+from ..pretraining import (OBJECTIVES, MLMMasking, build_pretraining_data, fill_in_the_blank_data, load_documents,
+                           pretraining_metrics, unigram_loss)
 from ..tokenizer import BertTokenizer
 from ..training import PRECISIONS, TrainConfig, Trainer
 
@@ -30,6 +31,8 @@ class PretrainSettings:
     recipe.json stores them as they are (``asdict``), so a run can be repeated and described."""
     out: str                                    # checkpoints (step-N/), tokenizer/, history.json, recipe.json
     preset: str = "bert-tiny"                   # a BERT or ALBERT size (`minibert.config.PRESETS`, `ALBERT_PRESETS`)
+    init_from: str | None = None                # or go on pre-training a BERT (Hub id or folder): its encoder,
+                                                # config and vocabulary; the heads it lacks start fresh
     corpus: tuple[str, ...] = ("wikitext2_raw/wiki.valid.raw",)   # training text: corpora, DATASET/FILE or paths
     eval_corpus: tuple[str, ...] = ("wikitext2_raw/wiki.test.raw",)  # held-out text; () for none
     tokenizer: str = DEFAULT_TOKENIZER          # a Hub id or folder with the vocabulary,
@@ -47,6 +50,7 @@ class PretrainSettings:
     lr: float = 5e-4                            # peak learning rate (small models take more than BERT-base's 1e-4)
     warmup_ratio: float = 0.1                   # fraction of the steps of linear warmup
     dropout: float = 0.1                        # on hidden states and attention weights (the paper's 0.1)
+    pre_layer_norm: bool = False                # pre-LN layers (later models, Cramming) instead of BERT's post-LN
     eval_every: int | None = None               # None: evaluate at the end
     save_every: int | None = None               # None: a checkpoint at the end
     precision: str = "auto"                     # auto: bf16 on CUDA, fp32 on CPU
@@ -79,6 +83,11 @@ class PretrainSettings:
             raise ValueError(f"dropout and warmup_ratio must be in [0, 1), got {self.dropout} and {self.warmup_ratio}")
         if self.time_budget is not None and self.time_budget <= 0:
             raise ValueError(f"time_budget must be positive seconds, got {self.time_budget}")
+        if self.init_from is not None and self.pre_layer_norm:
+            raise ValueError(f"pre_layer_norm builds a new model; init_from={self.init_from!r} keeps that model's layers")
+        if self.init_from is not None and self.vocab_size is not None:
+            raise ValueError(f"init_from={self.init_from!r} keeps that model's vocabulary; leave out vocab_size "
+                             f"({self.vocab_size}), which would train a new one the model's embeddings do not fit")
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
 
@@ -94,18 +103,26 @@ def pretrain(settings: PretrainSettings) -> Path:
         tokenizer = BertTokenizer.train(
             [" ".join(sentences) for sentences in load_documents(list(s.corpus))], vocab_size=s.vocab_size)
     else:
-        tokenizer = BertTokenizer.from_pretrained(s.tokenizer)
+        tokenizer = BertTokenizer.from_pretrained(s.init_from or s.tokenizer)
     masking = MLMMasking(tokenizer, s.mlm_probability, s.mask_same_rnd, whole_word=s.whole_word)
-    data = dict(objective=s.objective, max_seq_len=s.max_seq_len, masking=masking,
-                static_masking=s.static_masking, seed=s.seed)
-    train_data = build_pretraining_data(tokenizer, list(s.corpus), **data)
-    eval_data = build_pretraining_data(tokenizer, list(s.eval_corpus), **data) if s.eval_corpus else None
+    train_data = build_pretraining_data(tokenizer, list(s.corpus), s.objective, s.max_seq_len, masking=masking,
+                                        static_masking=s.static_masking, seed=s.seed)
+    # Held out: fill-in-the-blank (every scored token a [MASK]), the same test whatever the training masks.
+    eval_data = (fill_in_the_blank_data(tokenizer, list(s.eval_corpus), s.objective, s.max_seq_len)
+                 if s.eval_corpus else None)
 
-    config = BertConfig.from_preset(s.preset, vocab_size=tokenizer.vocab_size,
-                                    max_position_embeddings=max(512, s.max_seq_len),
-                                    hidden_dropout_prob=s.dropout, attention_probs_dropout_prob=s.dropout)
+    model_class = BertForMaskedLM if s.objective == "none" else BertForPreTraining
+    dropout = dict(hidden_dropout_prob=s.dropout, attention_probs_dropout_prob=s.dropout)
     torch.manual_seed(s.seed)  # the initial weights: from the seed, not from whatever the generator holds
-    model = (BertForMaskedLM if s.objective == "none" else BertForPreTraining)(config)
+    if s.init_from:  # continued pre-training: the encoder's weights, fresh heads (the MLM decoder tied to them)
+        model = model_class.from_pretrained(s.init_from, **dropout).train()
+        if s.max_seq_len > model.config.max_position_embeddings:
+            raise ValueError(f"max_seq_len={s.max_seq_len} is longer than {s.init_from}'s "
+                             f"{model.config.max_position_embeddings} positions")
+    else:
+        config = BertConfig.from_preset(s.preset, vocab_size=tokenizer.vocab_size, pre_layer_norm=s.pre_layer_norm,
+                                        max_position_embeddings=max(512, s.max_seq_len), **dropout)
+        model = model_class(config)
     train_config = TrainConfig(
         max_steps=s.steps, batch_size=s.batch_size, grad_accum_steps=s.grad_accum, lr=s.lr,
         warmup_ratio=s.warmup_ratio, eval_every=s.eval_every, save_every=s.save_every,
@@ -113,7 +130,8 @@ def pretrain(settings: PretrainSettings) -> Path:
         time_budget_s=s.time_budget, seed=s.seed)
     # Masked-only decoding in training: the V-wide decoder runs at the ~15% masked positions only.
     trainer = Trainer(model, train_config, train_data, eval_data, collate_fn=train_data.collate,
-                      metrics_fn=pretraining_metrics, model_kwargs={"masked_only": True})
+                      metrics_fn=pretraining_metrics, model_kwargs={"masked_only": True},
+                      eval_model_kwargs={"masked_only": True})
     if trainer.is_main:  # under torchrun every process built the same tokenizer; one writes it
         tokenizer.save_pretrained(tokenizer_dir)
     started = time.perf_counter()
@@ -124,5 +142,7 @@ def pretrain(settings: PretrainSettings) -> Path:
                   "parameters": sum(p.numel() for p in model.parameters()), "step": trainer.step,
                   "seconds_this_run": round(time.perf_counter() - started, 1), "device": str(trainer.device),
                   "precision": trainer.precision, "final": {k: v for k, v in history.records[-1].items()}}
+        if eval_data is not None:
+            recipe["unigram_loss"] = unigram_loss(train_data.examples, eval_data.examples, tokenizer.vocab_size)
         (out / "recipe.json").write_text(json.dumps(recipe, indent=2, default=str) + "\n")
     return out / f"step-{trainer.step:06d}"

@@ -16,7 +16,7 @@ from .checkpoint import isolated_rng
 def evaluate(model: nn.Module, data: Dataset, *, batch_size: int = 32, collate_fn=None, metrics_fn=None,
              device: torch.device | str | None = None, max_batches: int | None = None, seed: int = 0,
              autocast: AbstractContextManager | None = None, rank: int = 0, world_size: int = 1,
-             num_workers: int = 0) -> dict[str, float]:
+             num_workers: int = 0, model_kwargs: dict | None = None) -> dict[str, float]:
     """Mean ``loss`` and ``metrics_fn(outputs, batch)``'s numbers over ``data``, weighted by examples, dropout off.
 
     ``data`` and ``collate_fn`` are the Trainer's kind: batches are dicts of the model's keyword
@@ -24,7 +24,8 @@ def evaluate(model: nn.Module, data: Dataset, *, batch_size: int = 32, collate_f
     with ``seed`` every time, so two evaluations see the same masks and their numbers compare; the
     caller's generators and the model's train/eval mode are left as they were. ``max_batches``: the
     first batches only. Under DistributedDataParallel (``world_size`` > 1) each process reads its
-    share and the sums are added up, so every process returns the same numbers.
+    share and the sums are added up, so every process returns the same numbers. ``model_kwargs`` go to
+    every forward (e.g. ``{"masked_only": True}``).
     """
     if len(data) == 0:
         raise ValueError("evaluation data is empty")
@@ -44,7 +45,7 @@ def evaluate(model: nn.Module, data: Dataset, *, batch_size: int = 32, collate_f
                     break
                 batch = to_device(batch, device, getattr(model, "config", None))
                 with autocast or nullcontext():
-                    outputs = model(**batch)
+                    outputs = model(**batch, **(model_kwargs or {}))
                 n = len(batch["input_ids"])
                 values = {"loss": outputs.loss, **(metrics_fn(outputs, batch) if metrics_fn else {})}
                 for name, value in values.items():

@@ -49,19 +49,21 @@ class Trainer:
     epoch and not saved: runs stay reproducible from scratch, but a resumed run draws other masks.
 
     ``metrics_fn(outputs, batch) -> {"accuracy": 0.9}`` adds numbers to each evaluation (`evaluate`).
-    ``model_kwargs`` go to every training forward and not to evaluation's, e.g. ``{"masked_only": True}``:
-    pre-training's MLM head then decodes the masked positions only, while evaluation sees all outputs.
+    ``model_kwargs`` go to every training forward, ``eval_model_kwargs`` to evaluation's, e.g.
+    ``{"masked_only": True}``: pre-training's MLM head then decodes the masked positions only (for a
+    30k vocabulary most of the work of the full logits), and `pretraining_metrics` reads those.
     Under ``torchrun`` the Trainer joins the process group (nccl on GPUs, gloo on CPUs), each process
     reads its share of every batch, and process 0 writes checkpoints, which must be on a file system
     all nodes see to resume a multi-node run; fit() leaves the process group when it is done.
     """
 
     def __init__(self, model: nn.Module, config: TrainConfig, train_data: Dataset, eval_data: Dataset | None = None,
-                 collate_fn=None, metrics_fn=None, model_kwargs: dict | None = None):
+                 collate_fn=None, metrics_fn=None, model_kwargs: dict | None = None,
+                 eval_model_kwargs: dict | None = None):
         config.validate()
         self.config, self.train_data, self.eval_data = config, train_data, eval_data
         self.collate_fn, self.metrics_fn = collate_fn or default_collate, metrics_fn
-        self.model_kwargs = dict(model_kwargs or {})
+        self.model_kwargs, self.eval_model_kwargs = dict(model_kwargs or {}), dict(eval_model_kwargs or {})
         self.rank, self.world_size = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
         self.is_main = self.rank == 0
         self.device = pick_device(config.device, int(os.environ.get("LOCAL_RANK", 0)))
@@ -133,7 +135,7 @@ class Trainer:
         bar = tqdm(total=cfg.max_steps, initial=self.step, desc="training", dynamic_ncols=True,
                    disable=not (self.is_main and cfg.progress))
         start = time.perf_counter()
-        window_start, window_tokens, window_loss, window_steps = start, 0, 0.0, 0
+        window_start, window_cpu, window_tokens, window_loss, window_steps = start, time.process_time(), 0, 0.0, 0
         batches = self._micro_batches()
         self.model.train()
         try:
@@ -150,7 +152,9 @@ class Trainer:
                 if self.step % cfg.log_every == 0 or done:
                     seconds = time.perf_counter() - window_start
                     record = {"loss": (window_loss / window_steps).item(), "lr": lr,  # .item() waits for the GPU
-                              "tokens_per_s": window_tokens * self.world_size / seconds}
+                              "tokens_per_s": window_tokens * self.world_size / seconds,
+                              # CPU time of this process (all its threads): a CPU budget that other jobs do not skew
+                              "cpu_s_per_step": (time.process_time() - window_cpu) / window_steps}
                     if grad_norm is not None:
                         record["grad_norm"] = grad_norm.item()
                     if self.peak_flops and hasattr(self.model, "config"):  # model FLOPs utilisation, per GPU
@@ -173,7 +177,8 @@ class Trainer:
                         self._say(bar, f"time budget of {cfg.time_budget_s}s used up at step {self.step}; {then}")
                     break
                 if self.step % cfg.log_every == 0:  # a new window; evaluation and saving just now do not count
-                    window_start, window_tokens, window_loss, window_steps = time.perf_counter(), 0, 0.0, 0
+                    window_start, window_cpu, window_tokens, window_loss, window_steps = (
+                        time.perf_counter(), time.process_time(), 0, 0.0, 0)
         finally:
             bar.close()
             if self.owns_process_group:
@@ -230,7 +235,7 @@ class Trainer:
         metrics = evaluate(self.model, self.eval_data, batch_size=cfg.batch_size, collate_fn=self.collate_fn,
                            metrics_fn=self.metrics_fn, device=self.device, max_batches=cfg.eval_batches,
                            seed=cfg.seed, autocast=self.autocast, rank=self.rank, world_size=self.world_size,
-                           num_workers=cfg.num_workers)
+                           num_workers=cfg.num_workers, model_kwargs=self.eval_model_kwargs)
         return {f"eval_{name}": value for name, value in metrics.items()}
 
     # --- checkpoints ------------------------------------------------------------------------------------

@@ -1,0 +1,189 @@
+"""Which recipe gets a from-scratch BERT off the unigram plateau fastest on a CPU: one budget, one test.
+
+Every recipe pre-trains the same size of model on the same text for the same CPU time and is scored
+on the same held-out fill-in-the-blank test (WikiText-2 test, 15% of the tokens, every one a [MASK]).
+The levers are `minibert pretrain` settings (pre-LN, learning rate, warmup, dropout, vocabulary,
+sequence length, NSP or not, in-domain text); BERT's own recipe and transformers' masked-LM recipe
+(``BertForMaskedLM`` + ``DataCollatorForLanguageModeling`` + a plain AdamW loop with linear warmup and
+decay) run beside them on the same examples.
+
+A budget is CPU time of training on one thread. Each run first times a few updates, then sets its
+number of steps so that the whole learning-rate schedule (warmup, then decay to zero) fits the
+budget: a run cut off by a clock in mid-schedule would be judged on an unfinished recipe.
+
+    python benchmarks/pretrain_recipes.py --budgets 3 15                 # every recipe, 3 and 15 CPU-minutes
+    python benchmarks/pretrain_recipes.py --recipes pre-ln bert --budgets 60
+
+Results go to ``--results`` as each run ends; running the command again skips what is there, and an
+interrupted run goes on from its last checkpoint (in ``--work``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shutil
+import sys
+import time
+from datetime import date
+from pathlib import Path
+
+import torch
+
+from minibert.atomic import atomic_path
+from minibert.config import PRESETS
+from minibert.pretraining import build_pretraining_data, fill_in_the_blank_data, pretraining_metrics, unigram_loss
+from minibert.recipes.pretrain import PretrainSettings, pretrain
+from minibert.tokenizer import BertTokenizer
+from minibert.training import evaluate
+
+TEXT = ("wikitext2_raw/wiki.valid.raw", "gutenberg_more")  # Wikipedia and 20 books, about 3.3M tokens
+HELD_OUT = ("wikitext2_raw/wiki.test.raw",)
+BASE = dict(preset="bert-mini", corpus=TEXT, eval_corpus=HELD_OUT, max_seq_len=128, batch_size=32)
+BERT = dict(objective="nsp", lr=1e-4, warmup_ratio=0.1, dropout=0.1)          # the paper's recipe, scaled down
+RECIPES: dict[str, dict] = {
+    "bert": BERT,
+    "bert, lr 5e-4": {**BERT, "lr": 5e-4},                                        # the course's old default
+    "mlm only": dict(objective="none", lr=5e-4, warmup_ratio=0.1, dropout=0.0),
+    "pre-ln": dict(objective="none", lr=1e-3, warmup_ratio=0.1, dropout=0.0, pre_layer_norm=True),
+    "pre-ln, lr 2e-3": dict(objective="none", lr=2e-3, warmup_ratio=0.1, dropout=0.0, pre_layer_norm=True),
+    "pre-ln, nsp": dict(objective="nsp", lr=1e-3, warmup_ratio=0.1, dropout=0.0, pre_layer_norm=True),
+    "pre-ln, vocab 8k": dict(objective="none", lr=1e-3, warmup_ratio=0.1, dropout=0.0, pre_layer_norm=True,
+                             vocab_size=8000),
+    "pre-ln, seq 64": dict(objective="none", lr=1e-3, warmup_ratio=0.1, dropout=0.0, pre_layer_norm=True,
+                           max_seq_len=64, batch_size=64),
+    "pre-ln, wikipedia only": dict(objective="none", lr=1e-3, warmup_ratio=0.1, dropout=0.0, pre_layer_norm=True,
+                                   corpus=("wikitext2_raw/wiki.valid.raw",)),
+    "pre-ln, bert-tiny": dict(objective="none", lr=2e-3, warmup_ratio=0.1, dropout=0.0, pre_layer_norm=True,
+                              preset="bert-tiny"),
+    "transformers": dict(objective="none", lr=1e-4, warmup_ratio=0.1, dropout=0.1),  # see transformers_run
+}
+CALIBRATION_STEPS = 8
+
+
+def settings(recipe: str, out: Path, steps: int) -> PretrainSettings:
+    knobs = {**BASE, **RECIPES[recipe]}
+    return PretrainSettings(out=out, steps=steps, save_every=max(1, steps // 10), **knobs)
+
+
+def cpu_seconds_per_step(recipe: str, work: Path) -> float:
+    """Time a few updates (the first one, which warms caches up, left out)."""
+    folder = work / "calibration"
+    shutil.rmtree(folder, ignore_errors=True)
+    if recipe == "transformers":
+        return transformers_run(folder, CALIBRATION_STEPS, time_only=True)
+    s = settings(recipe, folder, CALIBRATION_STEPS)
+    s.eval_corpus, s.save_every = (), None
+    pretrain(s)
+    records = json.loads((folder / "history.json").read_text())
+    shutil.rmtree(folder)
+    return next(r["cpu_s_per_step"] for r in reversed(records) if "cpu_s_per_step" in r)
+
+
+def minibert_run(recipe: str, folder: Path, steps: int) -> dict:
+    s = settings(recipe, folder, steps)
+    s.resume = any(folder.glob("step-*"))
+    pretrain(s)
+    recipe_file = json.loads((folder / "recipe.json").read_text())
+    final = recipe_file["final"]
+    return {"eval_mlm_loss": final["eval_mlm_loss"], "eval_mlm_accuracy": final["eval_mlm_accuracy"],
+            "eval_mlm_top5": final["eval_mlm_top5"], "unigram_loss": recipe_file["unigram_loss"],
+            **({"eval_nsp_accuracy": final["eval_nsp_accuracy"]} if "eval_nsp_accuracy" in final else {})}
+
+
+def transformers_run(folder: Path, steps: int, time_only: bool = False):
+    """transformers' own masked-LM recipe on the course's packed examples, scored by the same test."""
+    import transformers
+    from transformers import DataCollatorForLanguageModeling, get_linear_schedule_with_warmup
+
+    r = {**BASE, **RECIPES["transformers"]}
+    tokenizer = BertTokenizer.from_pretrained("sentence-transformers/all-MiniLM-L6-v2")
+    hf_tokenizer = transformers.AutoTokenizer.from_pretrained("sentence-transformers/all-MiniLM-L6-v2")
+    examples = build_pretraining_data(tokenizer, list(r["corpus"]), "none", r["max_seq_len"]).examples
+    layers, hidden, heads = PRESETS[r["preset"]]
+    config = transformers.BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=hidden, num_hidden_layers=layers,
+                                     num_attention_heads=heads, intermediate_size=4 * hidden,
+                                     hidden_dropout_prob=r["dropout"], attention_probs_dropout_prob=r["dropout"])
+    torch.manual_seed(0)
+    model = transformers.BertForMaskedLM(config)
+    collator = DataCollatorForLanguageModeling(hf_tokenizer, mlm_probability=0.15, return_tensors="pt")
+    loader = torch.utils.data.DataLoader([{"input_ids": e["input_ids"]} for e in examples], r["batch_size"],
+                                         shuffle=True, drop_last=True, collate_fn=collator,
+                                         generator=torch.Generator().manual_seed(0))
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
+                                  lr=r["lr"], eps=1e-6)
+    schedule = get_linear_schedule_with_warmup(optimizer, round(r["warmup_ratio"] * steps), steps)
+    model.train()
+    step, started = 0, None
+    while step < steps:
+        for batch in loader:
+            if step == 1:
+                started = time.process_time()
+            loss = model(**batch).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            schedule.step()
+            optimizer.zero_grad(set_to_none=True)
+            step += 1
+            if step == steps:
+                break
+    if time_only:
+        return (time.process_time() - started) / (steps - 1)
+    held_out = fill_in_the_blank_data(tokenizer, list(r["eval_corpus"]), "none", r["max_seq_len"])
+    metrics = evaluate(model, held_out, batch_size=32, collate_fn=held_out.collate, metrics_fn=pretraining_metrics,
+                       device="cpu")
+    return {"eval_mlm_loss": metrics["mlm_loss"], "eval_mlm_accuracy": metrics["mlm_accuracy"],
+            "eval_mlm_top5": metrics["mlm_top5"],
+            "unigram_loss": unigram_loss(examples, held_out.examples, tokenizer.vocab_size)}
+
+
+def load(path: Path) -> dict:
+    if path.exists():
+        return json.loads(path.read_text())
+    return {"command": "python " + " ".join(sys.argv), "base": BASE, "recipes": RECIPES, "runs": [],
+            "machine": f"{platform.processor() or platform.machine()}, 1 thread", "torch": torch.__version__,
+            "date": date.today().isoformat()}
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--recipes", nargs="+", choices=list(RECIPES), default=list(RECIPES), metavar="RECIPE",
+                        help=f"which recipes (default all): {', '.join(RECIPES)}")
+    parser.add_argument("--budgets", nargs="+", type=float, default=[3, 15], metavar="MINUTES",
+                        help="CPU-minutes of training per run (default 3 15)")
+    parser.add_argument("--results", type=Path, default=Path("benchmarks/results/pretrain_recipes.json"))
+    parser.add_argument("--work", type=Path, default=Path("runs/pretrain_recipes"),
+                        help="checkpoints of the runs, so an interrupted one goes on")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    results = load(args.results)
+    for budget in args.budgets:
+        for recipe in args.recipes:
+            if any(r["recipe"] == recipe and r["budget_minutes"] == budget for r in results["runs"]):
+                continue
+            folder = args.work / f"{recipe.replace(', ', '_').replace(' ', '-')}_{budget:g}min"
+            per_step = cpu_seconds_per_step(recipe, args.work)
+            steps = max(10, round(budget * 60 / per_step))
+            print(f"\n== {recipe}, {budget:g} CPU-minutes: {steps} steps of {per_step:.2f} s", flush=True)
+            started = time.process_time()
+            measured = (transformers_run(folder, steps) if recipe == "transformers"
+                        else minibert_run(recipe, folder, steps))
+            run = {"recipe": recipe, "budget_minutes": budget, "steps": steps, "cpu_s_per_step": round(per_step, 3),
+                   "cpu_minutes": round((time.process_time() - started) / 60, 1), **measured,
+                   "below_plateau": measured["unigram_loss"] - measured["eval_mlm_loss"]}
+            print(json.dumps(run), flush=True)
+            results["runs"].append(run)
+            args.results.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_path(args.results) as tmp:
+                tmp.write_text(json.dumps(results, indent=1) + "\n")
+    print(f"\n{'recipe':26s} {'min':>4s} {'steps':>6s} {'loss':>6s} {'below':>6s} {'acc':>6s} {'top5':>6s}")
+    for r in sorted(results["runs"], key=lambda r: (r["budget_minutes"], r["eval_mlm_loss"])):
+        print(f"{r['recipe']:26s} {r['budget_minutes']:4g} {r['steps']:6d} {r['eval_mlm_loss']:6.3f} "
+              f"{r['below_plateau']:6.3f} {r['eval_mlm_accuracy']:6.1%} {r['eval_mlm_top5']:6.1%}")
+
+
+if __name__ == "__main__":
+    main()

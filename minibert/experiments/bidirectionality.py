@@ -1,0 +1,217 @@
+"""Deep bidirectionality, measured: the paper's Table 5 and Figure 3 in miniature.
+
+BERT's central claim (Devlin et al. 2018, §3.1, §5.1) is that a masked LM can condition every word
+on both sides at every layer, which a left-to-right LM (OpenAI GPT) cannot, and that this matters
+downstream. The obvious alternative, a bidirectional model trained to predict the words it reads,
+is no alternative: each word "sees itself", so the task is solved by copying. Here the same encoder
+pre-trains on the same text with the same budget under three objectives:
+
+- ``mlm``: BERT's masked LM (15% chosen; 80/10/10), full attention;
+- ``ltr``: a left-to-right LM: causal attention (each position sees itself and its past) and the
+  next token as the label of every position, as GPT trains;
+- ``no-mask``: full attention and labels at 15% of the positions, but the input left as it is: the
+  model reads the answer.
+
+Each model is then measured where the measure means something: held-out fill-in-the-blank loss
+(the MLM's task; the no-mask model has never seen [MASK]), held-out next-token loss (the LTR's
+task), the training loss (the no-mask model's collapses), and the downstream use of its frozen
+features: a linear part-of-speech probe on UD English EWT (a word's first piece) and a linear SST-2
+sentiment probe on mean-pooled sentences. Results go to a JSON file as each run ends, like the
+other grids (`PretrainingGrid`), and ``minibert experiment bidirectionality`` makes it.
+"""
+from __future__ import annotations
+
+import os
+import random
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from ..analysis.conllu import load_ud_english_ewt
+from ..analysis.probing import sentence_probe, tagging_probe
+from ..config import PRESETS
+from ..heads import IGNORE_INDEX, BertForMaskedLM
+from ..pretraining import MLMMasking, PretrainingDataset, pretraining_metrics
+from ..training import Trainer, pad
+from ..training import evaluate as evaluate_model
+from .masking import GridSetup, PretrainingGrid
+
+OBJECTIVES = ("mlm", "ltr", "no-mask")
+# The paper's Table 5 (BERT-base, dev): "LTR & No NSP" against BERT's MLM & No NSP, the closest to ours.
+PAPER_TABLE5 = {"mlm": {"MNLI-m": 83.9, "QNLI": 87.9, "MRPC": 86.5, "SST-2": 92.6, "SQuAD F1": 87.9},
+                "ltr": {"MNLI-m": 82.1, "QNLI": 84.3, "MRPC": 77.5, "SST-2": 92.1, "SQuAD F1": 77.8}}
+
+
+@dataclass
+class BidirectionalitySetup(GridSetup):
+    """One encoder size, the recipe, and the probes' data (sentences per UD split, SST-2 sentences)."""
+    preset: str = "bert-tiny"
+    steps: int = 600
+    lr: float = 2e-3
+    dropout: float = 0.0
+    pre_layer_norm: bool = True
+    probe_sentences: int | None = None      # per split of UD EWT (dev to fit, test to score); None: all ~2,000
+    sst2_train_sentences: int = 4000        # drawn (seeded) from SST-2 train; scored on all 872 of dev
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.preset not in PRESETS:
+            raise ValueError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
+
+
+@dataclass(frozen=True)
+class Run:
+    objective: str
+    seed: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.objective}#{self.seed}"
+
+
+def bidirectionality_grid(objectives=OBJECTIVES, seeds=(0, 1, 2)) -> list[Run]:
+    for objective in objectives:
+        if objective not in OBJECTIVES:
+            raise ValueError(f"unknown objective {objective!r}; choose among {', '.join(OBJECTIVES)}")
+    return [Run(objective, seed) for objective in objectives for seed in seeds]
+
+
+def next_token_labels(input_ids: Tensor, attention_mask: Tensor) -> Tensor:
+    """(B, T) -> (B, T): position t is labelled with token t + 1 (the LTR objective); the last real
+    token and the padding are not scored."""
+    labels = torch.full_like(input_ids, IGNORE_INDEX)
+    labels[:, :-1] = input_ids[:, 1:].masked_fill(attention_mask[:, 1:] == 0, IGNORE_INDEX)
+    return labels
+
+
+class NextTokenData(PretrainingDataset):
+    """Packed sequences as a left-to-right LM reads them: nothing corrupted, every next token a label."""
+
+    def collate(self, examples: list[dict]) -> dict[str, Tensor]:
+        lengths = [len(e["input_ids"]) for e in examples]
+        ids = pad([e["input_ids"] for e in examples], self.masking.pad_token_id)       # (B, T)
+        mask = pad([[1] * n for n in lengths], 0)                                      # (B, T)
+        return {"input_ids": ids, "attention_mask": mask, "labels": next_token_labels(ids, mask)}
+
+
+@dataclass
+class Bidirectionality(PretrainingGrid):
+    """>>> experiment = Bidirectionality(BidirectionalitySetup(), "results/bidirectionality.json")
+    >>> results = experiment.run(bidirectionality_grid(seeds=(0,)))
+    """
+    setup: BidirectionalitySetup = field(default_factory=BidirectionalitySetup)
+    progress_label = "pre-training runs"
+
+    def __post_init__(self):
+        from ..tasks.sst2 import load_sst2
+
+        s = self.setup
+        self.probe_train, self.probe_test = ([[(w.form, w.upos) for w in sentence.words] for sentence in
+                                              load_ud_english_ewt(split)[:s.probe_sentences]]
+                                             for split in ("dev", "test"))
+        train = list(zip(*(load_sst2("train")[k] for k in ("sentence", "label"))))
+        self.sst2_train = random.Random(0).sample(train, min(s.sst2_train_sentences, len(train)))
+        self.sst2_dev = list(zip(*(load_sst2("dev")[k] for k in ("sentence", "label"))))
+        super().__post_init__()
+        originals = [{"input_ids": [i if y == IGNORE_INDEX else y for i, y in zip(e["input_ids"], e["labels"])]}
+                     for e in self.eval_data.examples]  # the held-out text with its blanks filled back in
+        self.next_token_eval = NextTokenData(originals, self.eval_data.masking)
+
+    def model(self, objective: str, seed: int) -> BertForMaskedLM:
+        layers, hidden, heads = PRESETS[self.setup.preset]
+        torch.manual_seed(seed)
+        return BertForMaskedLM(self.setup.model_config(
+            self.tokenizer.vocab_size, num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=heads,
+            intermediate_size=4 * hidden, is_decoder=objective == "ltr"))
+
+    def measure_references(self) -> dict[str, float]:
+        """The floors: the unigram plateau, an untrained encoder's probes, the word-identity baseline."""
+        untrained = self.model("mlm", 0)
+        tagging = tagging_probe(untrained, self.tokenizer, self.probe_train, self.probe_test)
+        sentiment = sentence_probe(untrained, self.tokenizer, self.sst2_train, self.sst2_dev)
+        return {"unigram_loss": self.unigram_loss(), "untrained_pos_accuracy": tagging["accuracy"],
+                "word_identity_pos_accuracy": tagging["majority_accuracy"],
+                "untrained_sst2_accuracy": sentiment["accuracy"], "majority_sst2_accuracy": sentiment["majority_accuracy"]}
+
+    def training_data(self, objective: str) -> PretrainingDataset:
+        if objective == "ltr":
+            return NextTokenData(self.examples, MLMMasking(self.tokenizer))
+        shares = (0.0, 1.0, 0.0) if objective == "no-mask" else (0.8, 0.1, 0.1)  # no-mask: every chosen token SAME
+        return PretrainingDataset(self.examples, MLMMasking(self.tokenizer, 0.15, shares))
+
+    def next_token_loss(self, model) -> float:
+        """Held-out loss of predicting each next token from the tokens before it (the LTR's own task)."""
+        metrics = evaluate_model(model, self.next_token_eval, batch_size=self.setup.batch_size,
+                                 collate_fn=self.next_token_eval.collate, device=next(model.parameters()).device,
+                                 model_kwargs={"masked_only": True})
+        return metrics["loss"]
+
+    def run_one(self, run: Run) -> dict:
+        """Pre-train one encoder with this objective from this seed, then measure it."""
+        s = self.setup
+        model = self.model(run.objective, run.seed)
+        train_data = self.training_data(run.objective)
+        trainer = Trainer(model, s.train_config(run.seed), train_data, collate_fn=train_data.collate,
+                          metrics_fn=pretraining_metrics, model_kwargs={"masked_only": True})
+        started = time.perf_counter()
+        history = trainer.fit()
+        seconds = time.perf_counter() - started
+        fill_in = self.evaluate(model)
+        tagging = tagging_probe(model, self.tokenizer, self.probe_train, self.probe_test)
+        sentiment = sentence_probe(model, self.tokenizer, self.sst2_train, self.sst2_dev)
+        return {"key": run.key, "objective": run.objective, "seed": run.seed,
+                "train_loss": history.last("loss"), "fill_in_the_blank_loss": fill_in["mlm_loss"],
+                "fill_in_the_blank_accuracy": fill_in["mlm_accuracy"], "next_token_loss": self.next_token_loss(model),
+                "pos_accuracy": tagging["accuracy"], "sst2_accuracy": sentiment["accuracy"],
+                "train_seconds": round(seconds, 1), "device": str(trainer.device)}
+
+
+def summary(runs: list[dict]) -> dict[str, dict[str, tuple[float, float, int]]]:
+    """objective -> measure -> (mean, standard deviation over seeds, seeds)."""
+    measures = ("train_loss", "fill_in_the_blank_loss", "fill_in_the_blank_accuracy", "next_token_loss",
+                "pos_accuracy", "sst2_accuracy")
+    out = {}
+    for objective in OBJECTIVES:
+        chosen = [r for r in runs if r["objective"] == objective]
+        if chosen:
+            out[objective] = {m: (statistics.mean(r[m] for r in chosen),
+                                  statistics.stdev(r[m] for r in chosen) if len(chosen) > 1 else 0.0, len(chosen))
+                              for m in measures}
+    return out
+
+
+def table(runs: list[dict]) -> str:
+    rows = [f"{'objective':9s} {'train loss':>11s} {'blank loss':>11s} {'next-token':>11s} {'POS probe':>10s} "
+            f"{'SST-2 probe':>11s}"]
+    for objective, m in summary(runs).items():
+        rows.append(f"{objective:9s} {m['train_loss'][0]:11.3f} {m['fill_in_the_blank_loss'][0]:11.3f} "
+                    f"{m['next_token_loss'][0]:11.3f} {m['pos_accuracy'][0]:10.1%} {m['sst2_accuracy'][0]:11.1%}")
+    return "\n".join(rows)
+
+
+@dataclass
+class BidirectionalitySettings:
+    """``minibert experiment bidirectionality``: which objectives and seeds, their shared setup, and the
+    results file that keeps finished runs."""
+    out: str                                               # results file (JSON) to write, and to go on from
+    objectives: tuple[str, ...] = OBJECTIVES
+    seeds: tuple[int, ...] = (0, 1, 2)
+    setup: BidirectionalitySetup = field(default_factory=BidirectionalitySetup)
+
+    def __post_init__(self):
+        self.out = os.fspath(self.out)
+        self.objectives, self.seeds = tuple(self.objectives), tuple(self.seeds)
+        bidirectionality_grid(self.objectives, self.seeds)  # checks the names
+
+
+def experiment(settings: BidirectionalitySettings, command: str | None = None) -> Path:
+    """Run the grid; ``command``: the command line that asked for it, recorded in the results file."""
+    grid = Bidirectionality(settings.setup, settings.out, command)
+    runs = grid.run(bidirectionality_grid(settings.objectives, settings.seeds))
+    print(table(runs))
+    print(f"results: {settings.out}")
+    return Path(settings.out)

@@ -1,0 +1,89 @@
+"""The bidirectionality experiment's pieces: a causal encoder that transformers reads alike, the
+next-token labels, the no-mask objective, the Figure 3 masks, and a small grid end to end."""
+import json
+import os
+
+import pytest
+import torch
+
+import minibert
+from minibert import BertConfig, BertForMaskedLM
+from minibert.experiments.bidirectionality import (Bidirectionality, BidirectionalitySetup, NextTokenData,
+                                                   bidirectionality_grid, next_token_labels, summary)
+from minibert.pretraining import MLMMasking
+from minibert.viz.diagrams import HIDDEN, ITSELF, SEEN, figure3_masks
+
+
+def causal_config(is_decoder=True):
+    return BertConfig(vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                      is_decoder=is_decoder, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
+def test_a_left_to_right_encoder_never_reads_the_future():
+    torch.manual_seed(0)
+    ids = torch.randint(5, 60, (2, 9))
+    changed = ids.clone()
+    changed[:, 6] = 4  # a token in the future of positions 0..5
+    for is_decoder, same in [(True, True), (False, False)]:
+        model = BertForMaskedLM(causal_config(is_decoder=is_decoder)).eval()
+        a, b = model(ids).logits[:, :6], model(changed).logits[:, :6]
+        assert torch.allclose(a, b, atol=1e-6) == same
+
+
+def test_transformers_reads_our_left_to_right_model_as_a_causal_lm(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    ours = BertForMaskedLM(causal_config()).eval()
+    ours.save_pretrained(tmp_path)
+    theirs = transformers.BertLMHeadModel.from_pretrained(tmp_path).eval()
+    ids = torch.randint(5, 60, (2, 9))
+    mask = torch.ones_like(ids)
+    mask[1, 7:] = 0
+    with torch.no_grad():
+        torch.testing.assert_close(ours(ids, attention_mask=mask).logits[mask.bool()],
+                                   theirs(ids, attention_mask=mask).logits[mask.bool()], atol=1e-4, rtol=1e-4)
+
+
+def test_next_token_labels_shift_left_and_skip_padding():
+    ids = torch.tensor([[2, 7, 8, 3], [2, 9, 3, 0]])
+    mask = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]])
+    assert next_token_labels(ids, mask).tolist() == [[7, 8, 3, -100], [9, 3, -100, -100]]
+
+
+def test_no_mask_objective_labels_tokens_it_leaves_in_place(tokenizer):
+    data = NextTokenData([{"input_ids": [101, 2023, 2003, 102]}], MLMMasking(tokenizer))
+    assert data.collate(data.examples)["labels"].tolist() == [[2023, 2003, 102, -100]]
+    same = MLMMasking(tokenizer, 0.5, (0.0, 1.0, 0.0))
+    ids = torch.tensor([tokenizer.encode("the quick brown fox jumps over the lazy dog " * 4)])
+    corrupted, labels = same(ids, torch.Generator().manual_seed(0))
+    assert torch.equal(corrupted, ids) and (labels != -100).sum() > 5
+
+
+def test_figure3_masks_are_the_papers():
+    masks = figure3_masks(4)
+    bert, gpt, elmo, copying = masks.values()
+    assert (bert == SEEN).all()
+    assert (gpt == SEEN).tolist() == [[j <= i for j in range(4)] for i in range(4)]
+    assert elmo.shape == (4, 8) and ((elmo[:, 4:] == SEEN) == (gpt == SEEN).T).all()
+    assert (copying.diagonal() == ITSELF).all() and (copying == HIDDEN).sum() == 0
+
+
+@pytest.mark.skipif(not os.environ.get("MINIBERT_DATA_MIRROR") and not os.environ.get("CI"),
+                    reason="needs the data mirror (MINIBERT_DATA_MIRROR)")
+def test_a_small_grid_runs_and_measures_every_objective(tmp_path):
+    torch.set_num_threads(1)
+    setup = BidirectionalitySetup(vocab_size=800, steps=4, eval_examples=16, max_seq_len=32, batch_size=8,
+                                  probe_sentences=40, sst2_train_sentences=60)
+    path = tmp_path / "bidirectionality.json"
+    grid = Bidirectionality(setup, path, "a test")
+    runs = grid.run(bidirectionality_grid(seeds=(0,)), progress=False)
+    assert [r["objective"] for r in runs] == ["mlm", "ltr", "no-mask"]
+    for r in runs:
+        assert all(0 <= r[k] <= 1 for k in ("pos_accuracy", "sst2_accuracy", "fill_in_the_blank_accuracy"))
+        assert 0 < r["next_token_loss"] < 10 and 0 < r["fill_in_the_blank_loss"] < 10
+    stored = json.loads(path.read_text())
+    assert stored["command"] == "a test" and len(stored["runs"]) == 3
+    assert {"unigram_loss", "word_identity_pos_accuracy", "majority_sst2_accuracy"} <= set(stored["references"])
+    assert set(summary(runs)) == {"mlm", "ltr", "no-mask"}
+    again = Bidirectionality(setup, path).run(bidirectionality_grid(seeds=(0,)), progress=False)
+    assert again == runs  # read back, not run again
