@@ -34,7 +34,7 @@ ALBERT_SIZES = dict(vocab_size=30000, embedding_size=128, share_layers=True)
 
 # Fields transformers' BERT lacks or treats otherwise (it could load such a model wrongly, silently): a config
 # that uses one is written with this model_type, which transformers refuses, as are int8 weights (hub.py).
-MINIBERT_FIELDS = ("embedding_size", "share_layers", "pruned_heads", "pre_layer_norm", "is_decoder")
+MINIBERT_FIELDS = ("embedding_size", "share_layers", "pruned_heads", "pre_layer_norm")
 MINIBERT_ONLY = "minibert"
 
 
@@ -133,11 +133,12 @@ class BertConfig:
 
     # --- the Hugging Face config.json -------------------------------------------------------
     def to_dict(self) -> dict:
-        """A BERT's config.json. ALBERT's fields, pruned heads, pre-LN and the causal mask appear only when
-        used, and then with ``model_type`` "minibert": transformers' BertModel would build such a model
-        wrong and say nothing, so it must refuse it; a plain BERT's file stays exactly what it reads."""
+        """A BERT's config.json. ALBERT's fields, pruned heads and pre-LN appear only when used, and then with
+        ``model_type`` "minibert": transformers' BertModel would build such a model wrong and say nothing,
+        so it must refuse it. The causal mask (``is_decoder``) is transformers' own field, written when set;
+        a plain BERT's file stays exactly what it reads."""
         data = asdict(self)
-        for name in MINIBERT_FIELDS:
+        for name in (*MINIBERT_FIELDS, "is_decoder"):
             if not data[name]:
                 del data[name]
         if self.pruned_heads:

@@ -38,7 +38,7 @@ from ..heads import IGNORE_INDEX, BertForMaskedLM
 from ..pretraining import MLMMasking, PretrainingDataset, pretraining_metrics
 from ..training import Trainer, pad
 from ..training import evaluate as evaluate_model
-from .masking import GridSetup, PretrainingGrid
+from .masking import AblationSetup, PretrainingGrid
 
 OBJECTIVES = ("mlm", "ltr", "no-mask")
 # The paper's Table 5 (BERT-base, dev): "LTR & No NSP" against BERT's MLM & No NSP, the closest to ours.
@@ -47,20 +47,14 @@ PAPER_TABLE5 = {"mlm": {"MNLI-m": 83.9, "QNLI": 87.9, "MRPC": 86.5, "SST-2": 92.
 
 
 @dataclass
-class BidirectionalitySetup(GridSetup):
-    """One encoder size, the recipe, and the probes' data (sentences per UD split, SST-2 sentences)."""
-    preset: str = "bert-tiny"
+class BidirectionalitySetup(AblationSetup):
+    """The masking grid's setup (one encoder size, the POS probe's data) with its own recipe, plus the
+    sentence probe's data."""
     steps: int = 600
     lr: float = 2e-3
     dropout: float = 0.0
     pre_layer_norm: bool = True
-    probe_sentences: int | None = None      # per split of UD EWT (dev to fit, test to score); None: all ~2,000
     sst2_train_sentences: int = 4000        # drawn (seeded) from SST-2 train; scored on all 872 of dev
-
-    def __post_init__(self):
-        super().__post_init__()
-        if self.preset not in PRESETS:
-            raise ValueError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
 
 
 @dataclass(frozen=True)

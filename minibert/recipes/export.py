@@ -127,7 +127,7 @@ def export_pretrained(run: Path, out: Path, dtype: str) -> Path:
     (out / "held_out.json").write_text(json.dumps(held_out, indent=2) + "\n")
     size_mb = weights_mb(out)
     flags = [f"--{k.replace('_', '-')}" + ("" if v is True else " " + (" ".join(map(str, v)) if isinstance(v, list) else str(v)))
-             for k, v in a.items() if v not in (None, False) and k not in ("func", "resume", "out")]
+             for k, v in a.items() if v is not None and v is not False and k not in ("func", "resume", "out")]
     flags = [f.replace("--pre-layer-norm", "--pre-ln") for f in flags
              if not (a.get("init_from") and f.startswith(("--preset", "--tokenizer")))]  # init_from's own
     pretrain_command = " \\\n    ".join(["minibert pretrain " + " ".join(flags), f"--out {run.as_posix()}"])
