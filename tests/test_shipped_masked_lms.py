@@ -72,7 +72,7 @@ def test_transformers_fill_mask_gives_the_same_answers(folder, tmp_path):
     if (folder / INT8_WEIGHTS).is_file():  # refused as it is, read after the documented conversion
         with pytest.raises(ValueError, match="model type `minibert`"):
             transformers.pipeline("fill-mask", model=str(folder))
-        assert f"minibert export FOLDER --out NEW --dtype fp16" in (folder / "README.md").read_text()
+        assert "minibert export FOLDER --out NEW --dtype fp16" in (folder / "README.md").read_text()
         assert main(["export", str(folder), "--out", str(tmp_path / "fp16"), "--dtype", "fp16"]) == 0
         readable = tmp_path / "fp16"
     else:
