@@ -19,6 +19,7 @@ from minibert import BertConfig, BertForMaskedLM, BertForPreTraining
 from minibert.pretraining import (HubDataset, MLMMasking, PretrainingDataset, build_pretraining_data,
                                   create_sentence_pairs, load_documents, mask_statically, pack_full_sentences,
                                   read_text, sentence_order_pairs, split_sentences, tokenize_documents)
+from minibert.pretraining.corpus import squad_to_documents
 from offline import mirror_with
 
 WIKI_VALID = "wikitext2_raw/wiki.valid.raw"
@@ -86,6 +87,18 @@ def test_wikitext_articles_are_documents(mirror):
     assert "0.7–2.2 kg" in " ".join(documents[0]).replace(" – ", "–")  # "0 @.@ 7" -> "0.7"
     # the test split has two formula lines that look like titles; only real articles start documents
     assert len(load_documents("wikitext2_raw/wiki.test.raw")) == 60
+
+
+def test_squad_paragraphs_are_wikipedia_documents(mirror, tmp_path):
+    documents = load_documents("squad_v1.1")
+    assert len(documents) == 48  # the manifest's article count: one document per article
+    assert documents[0][0].startswith("Super Bowl 50 was an American football game")
+    text = " ".join(s for doc in documents for s in doc)
+    assert "?" not in documents[0][0] and len(text.split()) > 250_000  # the contexts (about 254k words), no questions
+    broken = tmp_path / "dev-v1.1.json"
+    broken.write_text('{"version": "1.1"}')
+    with pytest.raises(ValueError, match=r"dev-v1.1.json is not SQuAD's JSON.*fetch it again"):
+        squad_to_documents(broken.read_text(), broken)
 
 
 def test_gutenberg_header_and_licence_are_stripped(mirror):

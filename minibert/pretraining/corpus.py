@@ -6,14 +6,17 @@ one from another, so every source is read as a list of documents, each a list of
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from pathlib import Path
 from typing import NamedTuple
 
 from .. import data
 
-# The registry's text corpora: in WikiText an article is a document, elsewhere a file is.
-TEXT_CORPORA = ("wikitext2_raw", "wikitext2", "gutenberg", "gutenberg_more", "state_union", "inaugural")
+# The registry's text corpora: in WikiText and SQuAD an article is a document, elsewhere a file is.
+# SQuAD's paragraphs are Wikipedia text (the questions are left out): in-domain text for a model
+# scored on WikiText, and the same kind of text BERT read.
+TEXT_CORPORA = ("wikitext2_raw", "wikitext2", "squad_v1.1", "gutenberg", "gutenberg_more", "state_union", "inaugural")
 
 
 class HubDataset(NamedTuple):
@@ -101,6 +104,17 @@ def wikitext_to_documents(text: str) -> list[list[str]]:
     return documents
 
 
+def squad_to_documents(text: str, file: str | Path = "SQuAD JSON") -> list[list[str]]:
+    """SQuAD's JSON -> one document per Wikipedia article: the sentences of its paragraphs, in order."""
+    try:
+        articles = json.loads(text)["data"]
+        return [[s for paragraph in article["paragraphs"] for s in split_sentences(" ".join(paragraph["context"].split()))]
+                for article in articles]
+    except (ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"{file} is not SQuAD's JSON ({{'data': [{{'paragraphs': [{{'context': ...}}]}}]}}): "
+                         f"{error}; fetch it again with `python -m minibert.data fetch squad_v1.1`") from error
+
+
 def load_documents(sources) -> list[list[str]]:
     """Documents, each a list of sentences, from one source or a list of them.
 
@@ -136,6 +150,8 @@ def _source_documents(source) -> list[list[str]]:
         files = [data.path(name, filename)] if filename else [folder / f for f in known if (folder / f).is_file()]
         if name.startswith("wikitext"):
             return [doc for file in files for doc in wikitext_to_documents(read_text(file))]
+        if name == "squad_v1.1":
+            return [doc for file in files for doc in squad_to_documents(read_text(file), file)]
         return [text_to_sentences(read_text(file)) for file in files]
     path = Path(source)
     if not path.exists():
