@@ -14,6 +14,13 @@ budget: a run cut off by a clock in mid-schedule would be judged on an unfinishe
     python benchmarks/pretrain_recipes.py --budgets 3 15                 # every recipe, 3 and 15 CPU-minutes
     python benchmarks/pretrain_recipes.py --recipes pre-ln bert --budgets 60
 
+The recipes named "04: ..." are notebook 04's own run (a bert-tiny on WikiText-2 test, held out on
+its validation articles) at four sequence lengths, each batch holding 1,024 tokens; their curves are
+the notebook's picture of the plateau:
+
+    python benchmarks/pretrain_recipes.py --recipes "04: 16 tokens" "04: 32 tokens" "04: 64 tokens" \
+        "04: 128 tokens" --budgets 3 --results notebooks/results/plateau.json
+
 Results go to ``--results`` as each run ends; running the command again skips what is there, and an
 interrupted run goes on from its last checkpoint (in ``--work``).
 """
@@ -56,24 +63,41 @@ RECIPES: dict[str, dict] = {
                                    corpus=("wikitext2_raw/wiki.valid.raw",)),
     "pre-ln, bert-tiny": dict(objective="none", lr=2e-3, warmup_ratio=0.1, dropout=0.0, pre_layer_norm=True,
                               preset="bert-tiny"),
+    "seq 16": dict(objective="none", lr=1e-3, warmup_ratio=0.1, dropout=0.0, max_seq_len=16, batch_size=64),
+    "seq 32": dict(objective="none", lr=1e-3, warmup_ratio=0.1, dropout=0.0, max_seq_len=32, batch_size=32),
+    "seq 16, pre-ln": dict(objective="none", lr=1e-3, warmup_ratio=0.1, dropout=0.0, max_seq_len=16, batch_size=64,
+                           pre_layer_norm=True),
+    "seq 16, wikipedia only": dict(objective="none", lr=1e-3, warmup_ratio=0.1, dropout=0.0, max_seq_len=16,
+                                   batch_size=64, corpus=("wikitext2_raw/wiki.valid.raw",)),
     "transformers": dict(objective="none", lr=1e-4, warmup_ratio=0.1, dropout=0.1),  # see transformers_run
+    "transformers, seq 16": dict(objective="none", lr=1e-3, warmup_ratio=0.1, dropout=0.0, max_seq_len=16,
+                                 batch_size=64),
 }
+# Notebook 04's run: BERT's post-LN bert-tiny, MLM only, its own 8,000-piece vocabulary, 1,024 tokens a step.
+NOTEBOOK_04 = dict(preset="bert-tiny", corpus=("wikitext2_raw/wiki.test.raw",),
+                   eval_corpus=("wikitext2_raw/wiki.valid.raw",), vocab_size=8000, objective="none", lr=1e-3,
+                   warmup_ratio=0.1, dropout=0.0)
+for tokens in (16, 32, 64, 128):
+    RECIPES[f"04: {tokens} tokens"] = dict(NOTEBOOK_04, max_seq_len=tokens, batch_size=1024 // tokens)
 CALIBRATION_STEPS = 8
 
 
 def settings(recipe: str, out: Path, steps: int) -> PretrainSettings:
     knobs = {**BASE, **RECIPES[recipe]}
-    return PretrainSettings(out=out, steps=steps, save_every=max(1, steps // 10), **knobs)
+    # Notebook 04's runs are drawn as curves; the others are scored once, at the end (a held-out pass
+    # costs as much as many training steps of a bert-mini).
+    curve = max(1, steps // 12) if recipe.startswith("04: ") else None
+    return PretrainSettings(out=out, steps=steps, save_every=max(1, steps // 10), eval_every=curve, **knobs)
 
 
 def cpu_seconds_per_step(recipe: str, work: Path) -> float:
     """Time a few updates (the first one, which warms caches up, left out)."""
     folder = work / "calibration"
     shutil.rmtree(folder, ignore_errors=True)
-    if recipe == "transformers":
-        return transformers_run(folder, CALIBRATION_STEPS, time_only=True)
+    if recipe.startswith("transformers"):
+        return transformers_run(recipe, folder, CALIBRATION_STEPS, time_only=True)
     s = settings(recipe, folder, CALIBRATION_STEPS)
-    s.eval_corpus, s.save_every = (), None
+    s.eval_corpus, s.eval_every, s.save_every = (), None, None
     pretrain(s)
     records = json.loads((folder / "history.json").read_text())
     shutil.rmtree(folder)
@@ -86,17 +110,20 @@ def minibert_run(recipe: str, folder: Path, steps: int) -> dict:
     pretrain(s)
     recipe_file = json.loads((folder / "recipe.json").read_text())
     final = recipe_file["final"]
-    return {"eval_mlm_loss": final["eval_mlm_loss"], "eval_mlm_accuracy": final["eval_mlm_accuracy"],
-            "eval_mlm_top5": final["eval_mlm_top5"], "unigram_loss": recipe_file["unigram_loss"],
+    curve = [[r["step"], round(r["eval_mlm_loss"], 4), round(r["eval_mlm_accuracy"], 4)]
+             for r in json.loads((folder / "history.json").read_text()) if "eval_mlm_loss" in r]
+    return {**({"curve": curve} if len(curve) > 1 else {}), "eval_mlm_loss": final["eval_mlm_loss"],
+            "eval_mlm_accuracy": final["eval_mlm_accuracy"], "eval_mlm_top5": final["eval_mlm_top5"],
+            "unigram_loss": recipe_file["unigram_loss"],
             **({"eval_nsp_accuracy": final["eval_nsp_accuracy"]} if "eval_nsp_accuracy" in final else {})}
 
 
-def transformers_run(folder: Path, steps: int, time_only: bool = False):
+def transformers_run(recipe: str, folder: Path, steps: int, time_only: bool = False):
     """transformers' own masked-LM recipe on the course's packed examples, scored by the same test."""
     import transformers
     from transformers import DataCollatorForLanguageModeling, get_linear_schedule_with_warmup
 
-    r = {**BASE, **RECIPES["transformers"]}
+    r = {**BASE, **RECIPES[recipe]}
     tokenizer = BertTokenizer.from_pretrained("sentence-transformers/all-MiniLM-L6-v2")
     hf_tokenizer = transformers.AutoTokenizer.from_pretrained("sentence-transformers/all-MiniLM-L6-v2")
     examples = build_pretraining_data(tokenizer, list(r["corpus"]), "none", r["max_seq_len"]).examples
@@ -150,8 +177,9 @@ def load(path: Path) -> dict:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--recipes", nargs="+", choices=list(RECIPES), default=list(RECIPES), metavar="RECIPE",
-                        help=f"which recipes (default all): {', '.join(RECIPES)}")
+    parser.add_argument("--recipes", nargs="+", choices=list(RECIPES), metavar="RECIPE",
+                        default=[name for name in RECIPES if not name.startswith("04: ")],
+                        help=f"which recipes (default all but notebook 04's): {', '.join(RECIPES)}")
     parser.add_argument("--budgets", nargs="+", type=float, default=[3, 15], metavar="MINUTES",
                         help="CPU-minutes of training per run (default 3 15)")
     parser.add_argument("--results", type=Path, default=Path("benchmarks/results/pretrain_recipes.json"))
@@ -169,7 +197,7 @@ def main(argv=None) -> None:
             steps = max(10, round(budget * 60 / per_step))
             print(f"\n== {recipe}, {budget:g} CPU-minutes: {steps} steps of {per_step:.2f} s", flush=True)
             started = time.process_time()
-            measured = (transformers_run(folder, steps) if recipe == "transformers"
+            measured = (transformers_run(recipe, folder, steps) if recipe.startswith("transformers")
                         else minibert_run(recipe, folder, steps))
             run = {"recipe": recipe, "budget_minutes": budget, "steps": steps, "cpu_s_per_step": round(per_step, 3),
                    "cpu_minutes": round((time.process_time() - started) / 60, 1), **measured,

@@ -167,7 +167,7 @@ def masking_parser() -> argparse.ArgumentParser:
     add("--seeds", nargs="+", type=int, help="seeds per configuration (default 0 1 2)")
     add("--preset", choices=list(PRESETS), help=f"model size (default {AblationSetup.preset})")
     add("--probe-sentences", type=int, help="UD EWT sentences per probe split (default: all)")
-    _add_grid_flags(p)
+    _add_grid_flags(p, AblationSetup)
     return p
 
 
@@ -205,15 +205,15 @@ def bidirectionality_parser() -> argparse.ArgumentParser:
     add("--probe-sentences", type=int, help="UD EWT sentences per probe split (default: all)")
     add("--sst2-train-sentences", type=int,
         help=f"SST-2 training sentences of the sentiment probe (default {BidirectionalitySetup.sst2_train_sentences})")
-    _add_grid_flags(p)
+    _add_grid_flags(p, BidirectionalitySetup)
     return p
 
 
-def _add_grid_flags(parser: argparse.ArgumentParser) -> None:
-    """The flags of `GridSetup`, shared by every pre-training grid."""
+def _add_grid_flags(parser: argparse.ArgumentParser, setup_class=None) -> None:
+    """The flags of `GridSetup`, shared by every pre-training grid; the help gives ``setup_class``'s defaults."""
     from .experiments.masking import GridSetup
 
-    d, add = GridSetup, parser.add_argument
+    d, add = setup_class or GridSetup, parser.add_argument
     add("--vocab-size", type=int, help=f"WordPiece vocabulary trained on the corpus (default {d.vocab_size})")
     add("--corpus", nargs="+", help="training text (see minibert pretrain --help)")
     add("--eval-corpus", nargs="+", help="held-out text for the MLM test")
@@ -225,7 +225,7 @@ def _add_grid_flags(parser: argparse.ArgumentParser) -> None:
     add("--warmup-ratio", type=float, help=f"fraction of the steps of linear warmup (default {d.warmup_ratio})")
     add("--dropout", type=float, help=f"dropout on hidden states and attention weights (default {d.dropout})")
     add("--pre-ln", dest="pre_layer_norm", action=argparse.BooleanOptionalAction,
-        help="pre-LN layers instead of BERT's post-LN (default: the experiment's)")
+        help=f"pre-LN layers instead of BERT's post-LN (default {'pre-LN' if d.pre_layer_norm else 'post-LN'})")
     add("--device", help="auto, cpu, cuda, mps")
 
 

@@ -98,6 +98,15 @@ def test_tagging_probe_reads_word_identity_from_the_embeddings(tokenizer):
     assert result["accuracy"] == 1.0 and result["majority_accuracy"] == 1.0
 
 
+def test_the_word_identity_baseline_scores_the_words_the_probe_scores(tokenizer):
+    """Words cut off by the model's length are left out of the probe, so also out of its baseline."""
+    train = [[("dog", "NOUN"), ("run", "VERB")] * 2] * 10
+    test = [[("dog", "NOUN"), ("run", "VERB"), ("dog", "NOUN")] + [("run", "NOUN")] * 5]  # the tail is mistagged
+    result = tagging_probe(small_model(tokenizer, max_position_embeddings=5), tokenizer, train, test, layers=(0,))
+    assert result["majority_accuracy"] == 1.0  # the 3 words the model reads ([CLS] + 3 + [SEP] = 5)
+    assert majority_accuracy(train, test) == 3 / 8
+
+
 # --- metrics -------------------------------------------------------------------------------------
 
 def test_pretraining_metrics_split_the_loss_into_its_objectives(tokenizer):

@@ -19,11 +19,10 @@ from minibert.hub import INT8_WEIGHTS
 
 PRETRAINED = Path(__file__).resolve().parents[1] / "notebooks" / "pretrained"
 CLOZE = Path(__file__).parent / "fixtures" / "cloze.tsv"
-# Share of cloze sentences with a right answer in the top 5 that each shipped masked LM must reach.
-CLOZE_TOP5 = {"minilm-mlm": 0.60}
-# Pre-trained here from scratch in CPU minutes: notebook 04 shows what it can and cannot do, and checks
-# its held-out figures; it is not meant to know facts.
-FROM_SCRATCH = {"bert-mini-course"}
+# Share of cloze sentences with a right answer in the top 5 that each shipped masked LM must reach:
+# MiniLM has read enough English for facts and common nouns; the course's own bert-mini, pre-trained
+# from scratch in an hour of CPU on 0.8M tokens, gets the function words (measured: 30%).
+CLOZE_TOP5 = {"minilm-mlm": 0.60, "bert-mini-course": 0.25}
 MASKED_LM_CLASSES = {"BertForMaskedLM", "BertForPreTraining"}
 
 
@@ -47,7 +46,7 @@ def top5(model, tokenizer, text: str) -> list[str]:
 def test_every_shipped_masked_lm_is_checked():
     shipped = {folder.name for folder in PRETRAINED.iterdir() if (folder / "config.json").is_file()
                and MASKED_LM_CLASSES & set(json.loads((folder / "config.json").read_text())["architectures"])}
-    assert shipped - FROM_SCRATCH == set(CLOZE_TOP5)
+    assert shipped == set(CLOZE_TOP5)
 
 
 def test_the_cloze_set_is_well_formed():

@@ -152,14 +152,17 @@ def tagging_probe(model: nn.Module, tokenizer, train: list[list[tuple[str, str]]
         features, kept = word_features(model, tokenizer, words, layers, stack=stack)
         labels = labels[kept]
         known = labels >= 0  # a tag never seen in training cannot be predicted; score it as wrong
-        return features, labels, known
+        return features, labels, known, kept
 
-    train_x, train_y, train_known = split(train)
-    test_x, test_y, _ = split(test)
+    train_x, train_y, train_known, _ = split(train)
+    test_x, test_y, _, test_kept = split(test)
     torch.manual_seed(seed)
     probe = LinearProbe(train_x.shape[-1], len(tags), num_layers=len(layers) if stack else None)
     probe.fit(train_x[train_known], train_y[train_known])
-    result = {"accuracy": probe.accuracy(test_x, test_y), "majority_accuracy": majority_accuracy(train, test)}
+    # The baseline scores the same words as the probe: those the model could read.
+    flags = iter(test_kept.tolist())
+    scored = [[pair for pair in sentence if next(flags)] for sentence in test]
+    result = {"accuracy": probe.accuracy(test_x, test_y), "majority_accuracy": majority_accuracy(train, scored)}
     if stack:
         result["layer_weights"] = probe.mix.weights.detach().tolist()
     return result

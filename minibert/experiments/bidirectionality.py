@@ -48,12 +48,9 @@ PAPER_TABLE5 = {"mlm": {"MNLI-m": 83.9, "QNLI": 87.9, "MRPC": 86.5, "SST-2": 92.
 
 @dataclass
 class BidirectionalitySetup(AblationSetup):
-    """The masking grid's setup (one encoder size, the POS probe's data) with its own recipe, plus the
-    sentence probe's data."""
-    steps: int = 600
-    lr: float = 2e-3
-    dropout: float = 0.0
-    pre_layer_norm: bool = True
+    """The masking grid's setup (one encoder size, notebook 04's recipe, the POS probe's data), plus
+    the sentence probe's data; a sentence is cut at the encoder's last position, for every objective
+    alike."""
     sst2_train_sentences: int = 4000        # drawn (seeded) from SST-2 train; scored on all 872 of dev
 
 
