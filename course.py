@@ -64,6 +64,10 @@ def main(argv: list[str]) -> int:
     ensure_installed()
     os.chdir(ROOT)
     if command == "lab":
+        # Jupyter hides the stored interactive outputs (bertviz views, widgets) of a notebook it has not
+        # been told to trust; these are the course's own notebooks, so trust them (the files are not changed).
+        subprocess.call([str(BIN / "jupyter"), "trust", *map(str, sorted((ROOT / "notebooks").glob("*.ipynb")))],
+                        stdout=subprocess.DEVNULL)
         cmd = [str(BIN / "jupyter"), "lab", "notebooks", *extra]
         if hasattr(os, "geteuid") and os.geteuid() == 0:  # a container or cloud VM: Jupyter refuses root otherwise
             cmd.append("--allow-root")

@@ -79,7 +79,7 @@ NOTEBOOK_04 = dict(preset="bert-tiny", corpus=("wikitext2_raw/wiki.test.raw",),
                    warmup_ratio=0.1, dropout=0.0)
 for tokens in (16, 32, 64, 128):
     RECIPES[f"04: {tokens} tokens"] = dict(NOTEBOOK_04, max_seq_len=tokens, batch_size=1024 // tokens)
-CALIBRATION_STEPS = 8
+CALIBRATION_STEPS = 24  # a few updates are a noisy clock: 8 once overestimated a step by 30%
 
 
 def settings(recipe: str, out: Path, steps: int) -> PretrainSettings:
@@ -193,8 +193,15 @@ def main(argv=None) -> None:
             if any(r["recipe"] == recipe and r["budget_minutes"] == budget for r in results["runs"]):
                 continue
             folder = args.work / f"{recipe.replace(', ', '_').replace(' ', '-')}_{budget:g}min"
-            per_step = cpu_seconds_per_step(recipe, args.work)
-            steps = max(10, round(budget * 60 / per_step))
+            plan = folder / "plan.json"  # an interrupted run resumes with the steps it was planned with
+            if plan.exists():
+                per_step, steps = (json.loads(plan.read_text())[k] for k in ("cpu_s_per_step", "steps"))
+            else:
+                per_step = cpu_seconds_per_step(recipe, args.work)
+                steps = max(10, round(budget * 60 / per_step))
+                folder.mkdir(parents=True, exist_ok=True)
+                with atomic_path(plan) as tmp:
+                    tmp.write_text(json.dumps({"cpu_s_per_step": per_step, "steps": steps}) + "\n")
             print(f"\n== {recipe}, {budget:g} CPU-minutes: {steps} steps of {per_step:.2f} s", flush=True)
             started = time.process_time()
             measured = (transformers_run(recipe, folder, steps) if recipe.startswith("transformers")

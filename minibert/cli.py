@@ -3,7 +3,7 @@
     minibert data list | fetch [NAMES...]        fill data/ from the Hub or a mirror
     minibert pretrain --out DIR [options]       pre-train a BERT (minibert pretrain --help)
     minibert export RUN --out DIR              a pretrain or finetune run as a model folder to ship
-    minibert finetune TASK --model M --out DIR  fine-tune on sst2, squad or pos (minibert finetune --help)
+    minibert finetune TASK --model M --out DIR  fine-tune on sst2, squad, pos, mrpc, ner ... (minibert finetune --help)
     minibert evaluate TASK --model DIR          score a fine-tuned model on its held-out data
     minibert experiment masking --out FILE      the masking ablation of notebook 05
     minibert experiment beyond-bert --out FILE  BERT/RoBERTa/ALBERT on one budget and a small Table 6 (notebook 09)
@@ -105,7 +105,10 @@ def finetune_parser() -> argparse.ArgumentParser:
                 "--out runs/sst2")
     add = p.add_argument
     add("task", help="sst2: sentence classification (GLUE SST-2); squad: answer spans (SQuAD v1.1); "
-                     "pos: part-of-speech tagging (UD English EWT)")
+                     "pos: part-of-speech tagging (UD English EWT); sentence pairs: mrpc (paraphrase, GLUE MRPC), "
+                     "stsb (similarity 0-5, a regression), rte (entailment, GLUE RTE), snli (3-way entailment; "
+                     "trained on SNLI dev, scored on test), qnli (evaluate only: no train split offline); "
+                     "named entities: ner (CoNLL-2003), wnut17 (WNUT-17)")
     add("--model", required=True, help="the pre-trained BERT: a Hub id (bert-base-uncased, "
                                        "sentence-transformers/all-MiniLM-L6-v2) or a folder save_pretrained wrote")
     add("--tokenizer", help="a Hub id or folder with vocab.txt/tokenizer.json (default: the same as --model)")
@@ -125,6 +128,9 @@ def finetune_parser() -> argparse.ArgumentParser:
                                                          "(squad: questions, pos: sentences)")
     add("--eval-examples", type=int, metavar="N", help="evaluate on only the first N held-out examples")
     add("--eval-every", type=int, metavar="N", help="also evaluate on the held-out data every N steps (default: only at the end)")
+    add("--split", help="the held-out split to score on: dev (default) or test for mrpc, stsb, ner and wnut17 (the "
+                        "paper's figures are on test); squad: 'train/dev' or 'dev by article' (default: what the "
+                        "data folder allows)")
     add("--feature-based", action="store_true",
         help="pos only: first train linear probes on the frozen model's features (the paper's Table 7: "
              "embeddings, last, second to last, last four, weighted sums) to compare with fine-tuning")
@@ -136,16 +142,20 @@ def finetune_parser() -> argparse.ArgumentParser:
 
 
 def evaluate_parser() -> argparse.ArgumentParser:
+    from .tasks import TASKS
+
     p = _parser("minibert evaluate",
                 "Score a fine-tuned model on a task's held-out data. A folder written by minibert finetune is "
                 "scored on the data it was evaluated on there (its results.json says which).",
                 "example: minibert evaluate sst2 --model runs/sst2")
     add = p.add_argument
-    add("task", help="sst2, squad or pos")
+    add("task", help=", ".join(TASKS))
     add("--model", required=True, help="the fine-tuned model: a folder (minibert finetune --out) or a Hub id")
     add("--tokenizer", help="a Hub id or folder with vocab.txt/tokenizer.json (default: the same as --model)")
     add("--eval-examples", type=int, metavar="N", help="only the first N held-out examples (default: as in results.json, or all)")
     add("--max-length", type=int, help="tokens per input (default: as in results.json, or the task's default)")
+    add("--split", help="the held-out split: dev or test for mrpc, stsb, ner and wnut17 (default: as in results.json, "
+                        "or the task's own: dev; snli: test)")
     add("--device", help="auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:1, mps")
     return p
 
@@ -172,7 +182,7 @@ def masking_parser() -> argparse.ArgumentParser:
 
 
 def beyond_bert_parser() -> argparse.ArgumentParser:
-    from .experiments.beyond_bert import SIZES, VARIANTS
+    from .experiments.beyond_bert import SIZE_VARIANTS, SIZES, VARIANTS
 
     p = _parser("minibert experiment beyond-bert",
                 "BERT, RoBERTa and ALBERT pre-training on the same budget, and BERT at several sizes (a small "
@@ -180,10 +190,12 @@ def beyond_bert_parser() -> argparse.ArgumentParser:
                 "are kept in --out; run it again to go on after an interruption.")
     add = p.add_argument
     add("--out", required=True, help="results file (JSON) to write, and to go on from")
-    add("--sizes", nargs="+", help="LxHxA sizes pre-trained with BERT's objective (default: "
+    add("--sizes", nargs="+", help="LxHxA sizes pre-trained with each size variant's objective (default: "
                                    + " ".join("x".join(map(str, s)) for s in SIZES) + ")")
     add("--variants", nargs="+", choices=list(VARIANTS), help="objectives compared at 2x128x2")
-    add("--seeds", nargs="+", type=int, help="seeds per configuration (default 0 1)")
+    add("--size-variants", nargs="+", choices=list(VARIANTS),
+        help="objectives pre-trained at every size (default: " + " ".join(SIZE_VARIANTS) + ")")
+    add("--seeds", nargs="+", type=int, help="seeds per configuration (default 0 1 2)")
     _add_grid_flags(p)
     return p
 

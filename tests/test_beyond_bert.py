@@ -225,8 +225,12 @@ def test_comparison_grid_trains_each_variant_as_its_paper_does(tmp_path):
     from minibert.cli import main
 
     grid = comparison_grid(sizes=[(1, 32, 2), (2, 32, 2)], seeds=(0,))
-    assert [r.key for r in grid] == ["BERT-L1-H32-A2-seed0", "BERT-L2-H32-A2-seed0", "BERT-L2-H128-A2-seed0",
+    assert [r.key for r in grid] == ["BERT-L1-H32-A2-seed0", "BERT-L2-H32-A2-seed0", "RoBERTa-L1-H32-A2-seed0",
+                                     "RoBERTa-L2-H32-A2-seed0", "BERT-L2-H128-A2-seed0",
                                      "RoBERTa-L2-H128-A2-seed0", "ALBERT-L2-H128-A2-seed0"]
+    assert len(comparison_grid(sizes=[(1, 32, 2)], seeds=(0, 1), size_variants=("BERT",))) == 2 * 4
+    with pytest.raises(ValueError, match="unknown variant"):
+        comparison_grid(size_variants=("XLNet",))
     setup = GridSetup(vocab_size=600, corpus=("inaugural/1789-Washington.txt", "inaugural/1793-Washington.txt",
                                               "inaugural/1797-Adams.txt"), eval_corpus=("gutenberg/carroll-alice.txt",),
                       eval_examples=16, max_seq_len=32, steps=2, batch_size=8, device="cpu")
@@ -238,6 +242,9 @@ def test_comparison_grid_trains_each_variant_as_its_paper_does(tmp_path):
     assert all(math.isfinite(r["mlm_loss"]) and 0 <= r["mlm_accuracy"] <= 1 for r in runs)
     assert albert["parameters"] < roberta["parameters"] < bert["parameters"]  # shared layer, E = H/2; no pooler
     assert comparison.model_config(Run("ALBERT", (2, 32, 2), 0)).embedding_size == 16
+    # BERT's masks are drawn in advance, in enough copies that each is seen about as often as in BERT (4 times)
+    assert bert["mask_copies"] == math.ceil(setup.steps * setup.batch_size / bert["train_examples"] / 4)
+    assert "mask_copies" not in roberta and "mask_copies" not in albert
     stored = json.loads(path.read_text())
     assert [r["key"] for r in stored["runs"]] == [r["key"] for r in runs] and stored["references"]["unigram_loss"] > 0
     assert "| 1 | 32 | 2 |" in table6(runs) and "5.84" in table6(runs)  # ours beside the paper's

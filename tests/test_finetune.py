@@ -295,8 +295,9 @@ def test_squad_splits_the_dev_set_by_article_and_says_so(data_home, tokenizer, t
 
 
 def test_bad_input_is_a_one_line_error(data_home, tmp_path, capsys, monkeypatch):
-    assert main(["finetune", "ner", "--model", MODEL, "--out", str(tmp_path / "a")]) == 2
-    assert capsys.readouterr().err.strip() == "error: unknown task 'ner'; choose one of sst2, squad, pos"
+    assert main(["finetune", "mnli", "--model", MODEL, "--out", str(tmp_path / "a")]) == 2
+    assert capsys.readouterr().err.strip() == ("error: unknown task 'mnli'; choose one of sst2, squad, pos, mrpc, "
+                                               "stsb, rte, qnli, snli, ner, wnut17")
     assert main(["finetune", "sst2", "--model", "no-such-user/no-such-bert", "--out", str(tmp_path / "b")]) == 2
     error = capsys.readouterr().err
     assert error.startswith("error: ") and "no-such-user/no-such-bert" in error and error.count("\n") == 1

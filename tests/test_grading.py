@@ -4,8 +4,12 @@ works, the instructor version gets full marks and the untouched student release 
 The machinery is tested on a small fixture course (tests/fixtures/grading/01_demo.ipynb: a
 stable softmax worth 2 points and scaled attention scores worth 3), then the two promises are
 checked on the real course notebooks, with one autograde run per version because executing the
-notebooks is slow.
+notebooks is slow. Last, the exercises must be done by hand: an answer that calls the library's own
+implementation scores nothing (minibert.course.integrity, called from every hidden test).
 """
+import ast
+import re
+import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -28,16 +32,16 @@ def demo_release(tmp_path_factory) -> Path:
     return grading.release(FIXTURE, tmp_path_factory.mktemp("demo"))
 
 
-def submit(release: Path, folder: Path, **answers: str) -> Path:
+def submit(release: Path, folder: Path, notebook: str = "01_demo.ipynb", **answers: str) -> Path:
     """A student's submission: the release with the solution cells named in ``answers`` filled in."""
-    nb = nbformat.read(release / "01_demo.ipynb", as_version=4)
+    nb = nbformat.read(release / notebook, as_version=4)
     for cell in nb.cells:
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
         if grade_id in answers:
             cell.source = answers.pop(grade_id)
     assert not answers, f"no solution cells {list(answers)}"
     folder.mkdir()
-    nbformat.write(nb, folder / "01_demo.ipynb")
+    nbformat.write(nb, folder / notebook)
     return folder
 
 
@@ -197,3 +201,44 @@ def test_course_notebook_has_two_exercises(prefix):
     found = sorted(COURSE.glob(f"{prefix}_*.ipynb"))
     assert found, f"notebooks/{prefix}_*.ipynb does not exist"
     assert len(grading.exercises(found[0])) >= 2, f"{found[0].name}: fewer than two graded exercises"
+
+
+# --- the exercises must be done by hand ------------------------------------------------------
+
+LIBRARY_WORDPIECE = "from minibert.tokenizer import wordpiece  # the library's answer, not the student's"
+
+
+def cell_sources(notebook: Path) -> dict[str, str]:
+    return {cell.metadata["nbgrader"]["grade_id"]: cell.source
+            for cell in nbformat.read(notebook, as_version=4).cells if "grade_id" in cell.metadata.get("nbgrader", {})}
+
+
+@pytest.mark.parametrize("notebook", COURSE_GRADED)
+def test_course_hidden_tests_forbid_the_libraries_answer(notebook):
+    """Every function or class a solution cell defines is checked with assert_by_hand, and called under
+    forbidden_calls, in its exercise's hidden tests."""
+    cells = cell_sources(COURSE / f"{notebook}.ipynb")
+    for solution, tests, _ in grading.exercises(COURSE / f"{notebook}.ipynb"):
+        hidden = cells[tests].partition("### BEGIN HIDDEN TESTS")[2].partition("### END HIDDEN TESTS")[0]
+        defined = {node.name for node in ast.parse(cells[solution]).body
+                   if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+        checked = set(re.findall(r"\bassert_by_hand\((\w+)", hidden))
+        assert defined and defined <= checked, f"{tests}: hidden tests do not check {sorted(defined - checked)} by hand"
+        assert re.search(r"^\s*with .*forbidden_calls\(", hidden, re.MULTILINE), f"{tests}: no forbidden_calls block"
+
+
+@pytest.mark.slow  # runs notebook 01 up to its last exercise
+def test_course_exercise_answered_with_the_library_scores_zero(tmp_path):
+    """nbgrader's autograder on notebook 01: a WordPiece 'solution' that imports the library's
+    wordpiece passes the visible tests but gets no points; the honest exercise beside it keeps its own."""
+    source = tmp_path / "source"
+    source.mkdir()
+    shutil.copy(COURSE / "01_inputs.ipynb", source)
+    release = grading.release(source, tmp_path / "release")
+    honest = cell_sources(source / "01_inputs.ipynb")["ex01_embedding_sum"]
+    submission = submit(release, tmp_path / "submission", notebook="01_inputs.ipynb",
+                        ex01_wordpiece=LIBRARY_WORDPIECE, ex01_embedding_sum=honest)
+    cells = grading.autograde(submission, source=source).notebooks["01_inputs"]
+    assert {grade_id: (cell.score, cell.max_score) for grade_id, cell in cells.items()} == {
+        "ex01_wordpiece_tests": (0, 2), "ex01_embedding_sum_tests": (2, 2)}
+    assert "write it yourself: wordpiece is minibert.tokenizer.wordpiece" in cells["ex01_wordpiece_tests"].error

@@ -406,6 +406,20 @@ def test_static_masks_repeat_every_epoch_dynamic_ones_do_not(tokenizer, small_ex
     assert torch.equal(epoch1["token_type_ids"], epoch2["token_type_ids"])
 
 
+def test_static_copies_hold_the_same_text_under_different_masks(tokenizer, small_examples):
+    masking = MLMMasking(tokenizer)
+    copies = mask_statically(small_examples, masking, seed=3, dupe_factor=3)
+    n = len(small_examples)
+    assert len(copies) == 3 * n
+    first, second = copies[0], copies[n]  # the same sequence, masked twice
+    restore = lambda e: [y if y != -100 else x for x, y in zip(e["input_ids"], e["labels"])]
+    assert restore(first) == restore(second) == small_examples[0]["input_ids"]
+    assert any(a["labels"] != b["labels"] for a, b in zip(copies[:n], copies[n:2 * n]))
+    assert mask_statically(small_examples, masking, seed=3)[:5] == copies[:5]  # copy 1 is the one-copy masking
+    with pytest.raises(ValueError, match="dupe_factor"):
+        mask_statically(small_examples, masking, dupe_factor=0)
+
+
 def test_dynamic_masking_replays_from_the_torch_rng_state_alone(tokenizer, small_examples):
     dataset = PretrainingDataset(small_examples, MLMMasking(tokenizer, whole_word=True))
     torch.manual_seed(0)

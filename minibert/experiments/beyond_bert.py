@@ -4,11 +4,12 @@ Two questions, one grid of small pre-training runs (same text, same number of up
 each model measured with notebook 05's held-out fill-in-the-blank test:
 
 - **objectives** (at one size): BERT (MLM + next sentence prediction on sentence pairs, masks drawn
-  once), RoBERTa (Liu et al. 2019: MLM alone on packed full sentences, masks drawn anew for every
+  in advance: copies of the data masked differently, each copy seen as often as in BERT's 40 epochs
+  over 10 copies), RoBERTa (Liu et al. 2019: MLM alone on packed full sentences, masks drawn anew for every
   batch) and ALBERT (Lan et al. 2019: MLM + sentence-order prediction, a factorised embedding
   E = H/2 and one layer's weights shared by every layer);
-- **sizes** (BERT's objective): layers L, hidden size H and heads A against held-out MLM loss, a
-  small version of the paper's Table 6.
+- **sizes** (BERT's objective, and RoBERTa's): layers L, hidden size H and heads A against held-out
+  MLM loss, a small version of the paper's Table 6.
 
 Runs go to a JSON results file as each finishes, and an interrupted grid goes on where it stopped
 (`minibert experiment beyond-bert`), as for the masking ablation.
@@ -27,11 +28,11 @@ import torch
 from .masking import GridSetup, PretrainingGrid
 from ..config import BertConfig
 from ..heads import BertForMaskedLM, BertForPreTraining
-from ..pretraining import (MLMMasking, PretrainingDataset, build_pretraining_data, mask_statically,
-                           pretraining_metrics)
+from ..pretraining import (BERT_MASK_REPEATS, MLMMasking, PretrainingDataset, build_pretraining_data,
+                           mask_statically, pretraining_metrics)
 from ..training import TrainConfig, Trainer
 
-# name -> (sentence task, masks drawn once, what the model changes)
+# name -> (sentence task, masks drawn in advance (static), what the model changes)
 VARIANTS = {"BERT": ("nsp", True, {}),
             "RoBERTa": ("none", False, {}),
             "ALBERT": ("sop", False, {"share_layers": True, "embedding_ratio": 0.5})}
@@ -41,6 +42,9 @@ PAPER_TABLE6 = {(3, 768, 12): (5.84, 77.9, 79.8, 88.4), (6, 768, 3): (5.24, 80.6
                 (12, 1024, 16): (3.54, 85.7, 86.9, 93.3), (24, 1024, 16): (3.23, 86.6, 87.8, 93.7)}
 SIZES = ((1, 128, 2), (2, 128, 2), (4, 128, 2), (2, 256, 4))
 COMPARED_AT = (2, 128, 2)  # the size at which the three objectives are compared (bert-tiny)
+# The objectives run at every size: BERT's (Table 6), and RoBERTa's, which reads 4.6 times as many distinct
+# sequences of the same text at 16 tokens (sentence pairs cut to fit waste most of each sentence).
+SIZE_VARIANTS = ("BERT", "RoBERTa")
 
 
 @dataclass(frozen=True)
@@ -55,12 +59,13 @@ class Run:
         return f"{self.variant}-L{L}-H{H}-A{A}-seed{self.seed}"
 
 
-def comparison_grid(sizes=SIZES, variants=tuple(VARIANTS), seeds=(0, 1)) -> list[Run]:
-    """Every size with BERT's objective, and every variant at ``COMPARED_AT``, for each seed."""
-    for name in variants:
+def comparison_grid(sizes=SIZES, variants=tuple(VARIANTS), seeds=(0, 1, 2),
+                    size_variants=SIZE_VARIANTS) -> list[Run]:
+    """Every size with each of ``size_variants``' objectives, and every variant at ``COMPARED_AT``, for each seed."""
+    for name in (*variants, *size_variants):
         if name not in VARIANTS:
             raise ValueError(f"unknown variant {name!r}; choose among {', '.join(VARIANTS)}")
-    configs = [("BERT", tuple(size)) for size in sizes]
+    configs = [(v, tuple(size)) for v in size_variants for size in sizes]
     configs += [(v, COMPARED_AT) for v in variants if (v, COMPARED_AT) not in configs]
     return [Run(v, size, seed) for v, size in configs for seed in seeds]
 
@@ -99,8 +104,10 @@ class ModelComparison(PretrainingGrid):
         objective, static, _ = VARIANTS[run.variant]
         masking = MLMMasking(self.tokenizer)
         examples = self._examples(objective)
-        if static:
-            examples = mask_statically(examples, masking, seed=run.seed)
+        copies = None
+        if static:  # as many masked copies as keep each mask's repeats at BERT's
+            copies = max(1, math.ceil(s.steps * s.batch_size / len(examples) / BERT_MASK_REPEATS))
+            examples = mask_statically(examples, masking, seed=run.seed, dupe_factor=copies)
         train_data = PretrainingDataset(examples, masking)
         torch.manual_seed(run.seed)
         model = (BertForMaskedLM if objective == "none" else BertForPreTraining)(self.model_config(run))
@@ -111,7 +118,8 @@ class ModelComparison(PretrainingGrid):
         seconds = time.perf_counter() - started
         measured = self.evaluate(model)
         return {"key": run.key, "variant": run.variant, "size": list(run.size), "seed": run.seed,
-                "parameters": model.bert.num_parameters(), **measured,
+                "parameters": model.bert.num_parameters(), **measured, "train_examples": len(examples) // (copies or 1),
+                **({"mask_copies": copies} if copies else {}),
                 "train_tokens": round(statistics.fmean(len(e["input_ids"]) for e in examples) * s.steps * s.batch_size),
                 "train_loss": history.last("loss"), "train_seconds": round(seconds, 1), "device": str(trainer.device)}
 
@@ -124,12 +132,12 @@ def summarize(runs: list[dict], metric: str = "mlm_loss") -> dict[tuple, tuple[f
     return {k: (statistics.fmean(v), statistics.stdev(v) if len(v) > 1 else 0.0, len(v)) for k, v in groups.items()}
 
 
-def table6(runs: list[dict]) -> str:
-    """The paper's Table 6 (BERT-base scale) and ours (CPU scale) in Markdown, largest last."""
+def table6(runs: list[dict], variant: str = "BERT") -> str:
+    """The paper's Table 6 (BERT-base scale) and ours (CPU scale, ``variant``'s objective) in Markdown, largest last."""
     lines = ["| L | H | A | paper: MLM perplexity | paper: SST-2 | | L | H | A | parameters | held-out MLM loss | perplexity |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    ours = sorted(((size, stats) for (v, size), stats in summarize(runs).items() if v == "BERT"),
-                  key=lambda item: parameters(runs, item[0]))
+    ours = sorted(((size, stats) for (v, size), stats in summarize(runs).items() if v == variant),
+                  key=lambda item: parameters(runs, item[0], variant))
     paper = list(PAPER_TABLE6.items())
     for i in range(max(len(paper), len(ours))):
         left = "| | | | | |"
@@ -139,7 +147,7 @@ def table6(runs: list[dict]) -> str:
         right = " | | | | | |"
         if i < len(ours):
             (L, H, A), (mean, sd, _) = ours[i]
-            right = (f" | {L} | {H} | {A} | {parameters(runs, (L, H, A)) / 1e6:.2f}M | {mean:.3f} ± {sd:.3f} | "
+            right = (f" | {L} | {H} | {A} | {parameters(runs, (L, H, A), variant) / 1e6:.2f}M | {mean:.3f} ± {sd:.3f} | "
                      f"{math.exp(mean):.0f} |")
         lines.append(left + right)
     return "\n".join(lines)
@@ -161,19 +169,20 @@ def parse_size(text: str) -> tuple[int, int, int]:
 
 @dataclass(kw_only=True)
 class BeyondBertSettings:
-    """``minibert experiment beyond-bert``: which runs (sizes with BERT's objective, variants at
-    ``COMPARED_AT``, seeds), their shared setup, and the results file that keeps finished runs."""
+    """``minibert experiment beyond-bert``: which runs (sizes with the objectives of ``size_variants``,
+    variants at ``COMPARED_AT``, seeds), their shared setup, and the results file that keeps finished runs."""
     out: str                                              # results file (JSON) to write, and to go on from
     sizes: tuple[tuple[int, int, int], ...] = SIZES       # (L, H, A), or "LxHxA" text
     variants: tuple[str, ...] = tuple(VARIANTS)           # objectives compared at COMPARED_AT
-    seeds: tuple[int, ...] = (0, 1)                       # seeds per configuration
+    size_variants: tuple[str, ...] = SIZE_VARIANTS        # objectives run at every size
+    seeds: tuple[int, ...] = (0, 1, 2)                    # seeds per configuration
     setup: GridSetup = field(default_factory=GridSetup)
 
     def __post_init__(self):
         self.out = os.fspath(self.out)
         self.sizes = tuple(parse_size(size) if isinstance(size, str) else tuple(size) for size in self.sizes)
-        self.variants, self.seeds = tuple(self.variants), tuple(self.seeds)
-        unknown = [name for name in self.variants if name not in VARIANTS]
+        self.variants, self.seeds, self.size_variants = tuple(self.variants), tuple(self.seeds), tuple(self.size_variants)
+        unknown = [name for name in (*self.variants, *self.size_variants) if name not in VARIANTS]
         if unknown:
             raise ValueError(f"unknown variants {unknown}; choose among {', '.join(VARIANTS)}")
 
@@ -181,7 +190,8 @@ class BeyondBertSettings:
 def experiment(settings: BeyondBertSettings, command: str | None = None) -> Path:
     """Run the grid; ``command``: the command line that asked for it, recorded in the results file."""
     comparison = ModelComparison(settings.setup, settings.out, command)
-    runs = comparison.run(comparison_grid(settings.sizes, settings.variants, settings.seeds))
-    print(table6(runs))
+    runs = comparison.run(comparison_grid(settings.sizes, settings.variants, settings.seeds, settings.size_variants))
+    for variant in settings.size_variants:
+        print(f"{variant}'s objective at every size:\n{table6(runs, variant)}")
     print(f"results: {settings.out}")
     return Path(settings.out)

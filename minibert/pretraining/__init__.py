@@ -28,6 +28,6 @@ plateau a model must get below to show that it reads context.
 from .corpus import (TEXT_CORPORA, HubDataset, load_documents, read_text, split_sentences, text_to_sentences,
                      tokenize_documents, wikitext_to_documents)
 from .dataset import PretrainingDataset, build_pretraining_data, fill_in_the_blank_data
-from .masking import MLMMasking, mask_dynamically, mask_statically
+from .masking import BERT_MASK_REPEATS, MLMMasking, mask_dynamically, mask_statically
 from .metrics import pretraining_metrics, unigram_loss
 from .pairs import OBJECTIVES, create_sentence_pairs, pack_full_sentences, sentence_order_pairs

@@ -79,22 +79,30 @@ class MLMMasking:
         return corrupted, labels
 
 
-def mask_statically(examples: list[dict], masking: MLMMasking, seed: int = 0) -> list[dict]:
-    """Mask every example once, seeded, and store the result: the original BERT's static masking.
+def mask_statically(examples: list[dict], masking: MLMMasking, seed: int = 0, dupe_factor: int = 1) -> list[dict]:
+    """Mask every example ``dupe_factor`` times, seeded, and store the copies: the original BERT's static masking.
 
     Google wrote masked examples to disk (each sentence ``dupe_factor=10`` times with different masks),
     so over 40 epochs the model saw each mask 4 times. RoBERTa's dynamic masking (a new mask for every
-    batch, `mask_dynamically`) was slightly better (Liu et al. 2019, Table 1).
+    batch, `mask_dynamically`) was slightly better (Liu et al. 2019, Table 1). On a small text trained
+    for many epochs, one static mask is far worse: a small model memorises the blanks it sees again
+    and again, so keep the copies' repeats near BERT's 4 (`BERT_MASK_REPEATS`).
     """
+    if not isinstance(dupe_factor, int) or dupe_factor < 1:
+        raise ValueError(f"dupe_factor must be a positive integer, got {dupe_factor!r}")
     generator = torch.Generator().manual_seed(seed)
     masked = []
-    for start in range(0, len(examples), 1024):  # in chunks: one padded tensor of a big corpus is too big
-        batch = examples[start:start + 1024]
-        ids = pad([e["input_ids"] for e in batch], masking.pad_token_id)   # (1024, T)
-        corrupted, labels = masking(ids, generator)
-        masked += [{**e, "input_ids": c[:len(e["input_ids"])].tolist(), "labels": y[:len(e["input_ids"])].tolist()}
-                   for e, c, y in zip(batch, corrupted, labels)]
+    for _ in range(dupe_factor):
+        for start in range(0, len(examples), 1024):  # in chunks: one padded tensor of a big corpus is too big
+            batch = examples[start:start + 1024]
+            ids = pad([e["input_ids"] for e in batch], masking.pad_token_id)   # (1024, T)
+            corrupted, labels = masking(ids, generator)
+            masked += [{**e, "input_ids": c[:len(e["input_ids"])].tolist(), "labels": y[:len(e["input_ids"])].tolist()}
+                       for e, c, y in zip(batch, corrupted, labels)]
     return masked
+
+
+BERT_MASK_REPEATS = 4  # 40 epochs over dupe_factor=10 copies: each static mask seen 4 times
 
 
 def mask_dynamically(input_ids: Tensor, masking: MLMMasking) -> tuple[Tensor, Tensor]:

@@ -220,7 +220,7 @@ def export_finetuned(run: Path, out: Path, dtype: str) -> Path:
     (out / "held_out.json").write_text(json.dumps(metrics, indent=2) + "\n")
     size_mb = weights_mb(out)
     shown = [k for k in metrics if k != "words"]
-    fmt = lambda k, v: f"{v:.2f}" if k in ("exact_match", "f1") else f"{v:.4f}"
+    fmt = lambda k, v: f"{v:.2f}" if task.name == "squad" else f"{v:.4f}"  # SQuAD's metrics are 0-100
     note = f"\n\nNote: {description['note']}.\n" if description.get("note") else ""
     loader = who_loads(model, dtype)
     card = f"""# {out.name}

@@ -1,4 +1,4 @@
-"""Fine-tuning recipes: ``minibert finetune sst2|squad|pos`` (`finetune`) and ``minibert evaluate`` (`evaluate`).
+"""Fine-tuning recipes: ``minibert finetune TASK`` (`finetune`) and ``minibert evaluate TASK`` (`evaluate`).
 
 Fine-tuning (Devlin et al. 2018, §4 and §A.3) starts from a pre-trained BERT, adds one task layer
 and trains everything for 2 to 4 epochs with a peak learning rate of 2e-5 to 5e-5, batches of 16 or
@@ -17,6 +17,14 @@ which data every number comes from). Held-out data, per task:
     squad  train on SQuAD v1.1 train, evaluate on dev; offline, where only the dev set exists,
            split the dev set by article into train and eval (and say so)
     pos    UD English EWT has no train split offline: train on its dev split, evaluate on test
+    mrpc   train on GLUE MRPC train (3,668 pairs), evaluate on dev (408) or, with split="test", on its
+    stsb   labelled test set (1,725), where the paper's figure is; STS-B alike (5,749 / 1,500 / 1,379)
+    rte    train on GLUE RTE train (2,490), evaluate on dev (277); its test labels are secret
+    qnli   evaluate only: QNLI dev (5,463); its train set is not in the offline data
+    snli   SNLI stands in for MNLI, and has no train split offline: train on dev, evaluate on test
+    ner    CoNLL-2003: train on eng.train, evaluate on dev (eng.testa) or test (eng.testb, the paper's)
+    wnut17 WNUT-17: train on train, evaluate on dev or test
+``split`` chooses the held-out split where a task has more than one (and SQuAD's offline split).
 """
 from __future__ import annotations
 
@@ -56,16 +64,23 @@ class Hyperparameters:
             raise ValueError(f"epochs must be positive, got {self.epochs}")
 
 
-# "paper": §A.3 (SQuAD: §4.2, 3 epochs at 5e-5 with batches of 32, windows of 384 tokens). "cpu": minutes on a
-# laptop; a run that short needs larger steps, and small BERTs take them (Turc et al. 2019 fine-tune theirs at
-# up to 1e-4).
+_PAIR_TASKS, _NER_TASKS = ("mrpc", "stsb", "rte", "qnli", "snli"), ("ner", "wnut17")
+# "paper": §A.3 (GLUE: §4.1, 3 epochs with batches of 32, the best of 5e-5 to 2e-5 on dev; SQuAD: §4.2, 3 epochs
+# at 5e-5 with batches of 32, windows of 384 tokens). "cpu": minutes on a laptop; a run that short needs larger
+# steps, and small BERTs take them (Turc et al. 2019 fine-tune theirs at up to 1e-4).
 PRESETS: dict[str, dict[str, Hyperparameters]] = {
     "paper": {"sst2": Hyperparameters(lr=2e-5, batch_size=32, epochs=3, max_length=128),
               "squad": Hyperparameters(lr=5e-5, batch_size=32, epochs=3, max_length=384),
-              "pos": Hyperparameters(lr=5e-5, batch_size=16, epochs=4, max_length=128)},
+              "pos": Hyperparameters(lr=5e-5, batch_size=16, epochs=4, max_length=128),
+              **{task: Hyperparameters(lr=2e-5, batch_size=32, epochs=3, max_length=128) for task in _PAIR_TASKS},
+              **{task: Hyperparameters(lr=5e-5, batch_size=16, epochs=4, max_length=128) for task in _NER_TASKS}},
     "cpu": {"sst2": Hyperparameters(lr=1e-4, batch_size=32, max_steps=600, time_budget_s=600, max_length=64),
             "squad": Hyperparameters(lr=1e-4, batch_size=16, max_steps=300, time_budget_s=900, max_length=256),
-            "pos": Hyperparameters(lr=1e-4, batch_size=16, epochs=3, time_budget_s=600, max_length=128)},
+            "pos": Hyperparameters(lr=1e-4, batch_size=16, epochs=3, time_budget_s=600, max_length=128),
+            **{task: Hyperparameters(lr=1e-4, batch_size=32, max_steps=400, time_budget_s=600, max_length=128)
+               for task in _PAIR_TASKS},
+            **{task: Hyperparameters(lr=1e-4, batch_size=16, max_steps=600, time_budget_s=600, max_length=128)
+               for task in _NER_TASKS}},
 }
 
 
@@ -73,7 +88,7 @@ PRESETS: dict[str, dict[str, Hyperparameters]] = {
 class FinetuneSettings:
     """A fine-tuning run as plain data, ``minibert finetune``'s flags: a preset's `Hyperparameters`
     with the ones given here on top (None: the preset's). results.json repeats them as a command."""
-    task: str                            # sst2, squad or pos (`minibert.tasks.TASKS`)
+    task: str                            # sst2, squad, pos, mrpc, ... (`minibert.tasks.TASKS`)
     model: str                           # the pre-trained BERT: a Hub id or a folder save_pretrained wrote
     tokenizer: str | None = None         # None: the same as model
     out: str                             # the fine-tuned model and tokenizer, results.json, predictions.json, checkpoints/
@@ -87,6 +102,7 @@ class FinetuneSettings:
     train_examples: int | None = None    # N training examples drawn with the seed
     eval_examples: int | None = None     # the first N held-out examples
     eval_every: int | None = None        # also evaluate on the held-out data every N steps
+    split: str | None = None             # the held-out split (e.g. dev or test); None: the task's default
     feature_based: bool = False          # pos: first probe the frozen model's features (Table 7)
     precision: str = "auto"              # auto: bf16 on CUDA, fp32 on CPU
     device: str = "auto"                 # auto: CUDA, then MPS, then CPU
@@ -113,11 +129,12 @@ class FinetuneSettings:
 @dataclass(kw_only=True)
 class EvaluateSettings:
     """Scoring a fine-tuned model, ``minibert evaluate``'s flags; None: as its results.json recorded."""
-    task: str                            # sst2, squad or pos
+    task: str                            # sst2, squad, pos, mrpc, ... (`minibert.tasks.TASKS`)
     model: str                           # a folder minibert finetune wrote, or a Hub id
     tokenizer: str | None = None         # None: the same as model
     eval_examples: int | None = None     # the first N held-out examples
     max_length: int | None = None        # tokens per input
+    split: str | None = None             # the held-out split; None: as results.json recorded, else the task's default
     device: str = "auto"                 # auto: CUDA, then MPS, then CPU
 
     def __post_init__(self):
@@ -151,7 +168,7 @@ def finetune(settings: FinetuneSettings) -> dict:
     model = task.new_model(s.model)
     tokenizer = BertTokenizer.from_pretrained(s.tokenizer or s.model)
     task_inputs = task.build_data(tokenizer, model, max_length=h.max_length, train_examples=h.train_examples,
-                                  eval_examples=h.eval_examples, seed=s.seed)
+                                  eval_examples=h.eval_examples, seed=s.seed, split=s.split)
     results = {"task": task.name, "model": s.model, "command": command_line(s), "data": task_inputs.description,
                "preset": preset, "settings": asdict(h), "seed": s.seed}
     if s.feature_based:
@@ -205,7 +222,8 @@ def _report(results: dict, out: Path | None) -> None:
     """Print the metric, where it was measured, and where the results went."""
     metrics = results["metrics"]
     shown = {k: v for k, v in metrics.items() if k != "words"}
-    values = ", ".join(f"{k} {v:.2f}" if k in ("exact_match", "f1") else f"{k} {v:.4f}" for k, v in shown.items())
+    percent = results["task"] == "squad"  # SQuAD's official script gives 0-100; the other tasks' metrics are 0-1
+    values = ", ".join(f"{k} {v:.2f}" if percent else f"{k} {v:.4f}" for k, v in shown.items())
     print(f"{results['task']}: {values} on {results['data']['eval']}")
     if results["data"].get("note"):
         print(f"note: {results['data']['note']}")
@@ -237,11 +255,14 @@ def recorded_run(model_dir, task: str) -> tuple[dict, Hyperparameters]:
     return recorded, chosen
 
 
-def held_out_score(task: str, model, tokenizer, recorded: dict, chosen: Hyperparameters, progress=True):
-    """(predictions, metrics, data description) on the held-out data the run was scored on."""
-    squad_split = recorded.get("data", {}).get("split", "train/dev")  # a model from elsewhere: the whole dev set
+def held_out_score(task: str, model, tokenizer, recorded: dict, chosen: Hyperparameters, progress=True,
+                   split: str | None = None):
+    """(predictions, metrics, data description) on ``split``, by default the held-out data the run was scored on."""
+    split = split or recorded.get("data", {}).get("split")
+    if task == "squad" and split is None:
+        split = "train/dev"  # a model from elsewhere: the whole dev set
     task_inputs = get_task(task).build_data(tokenizer, model, max_length=chosen.max_length,
-                                            eval_examples=chosen.eval_examples, training=False, split=squad_split)
+                                            eval_examples=chosen.eval_examples, training=False, split=split)
     predictions, metrics = task_inputs.evaluate(model, progress)
     return predictions, metrics, task_inputs.description
 
@@ -254,6 +275,6 @@ def evaluate(settings: EvaluateSettings) -> dict:
                                                   "max_length": s.max_length}.items() if v is not None})
     model = task.model_class.from_pretrained(s.model).to(pick_device(s.device))
     tokenizer = BertTokenizer.from_pretrained(s.tokenizer or s.model)
-    _, metrics, description = held_out_score(task.name, model, tokenizer, recorded, chosen)
+    _, metrics, description = held_out_score(task.name, model, tokenizer, recorded, chosen, split=s.split)
     _report({"task": task.name, "metrics": metrics, "data": description}, None)
     return metrics

@@ -18,7 +18,7 @@ from functools import partial
 from typing import Callable
 
 from ..heads import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
-from . import squad, sst2, tagging
+from . import ner, pairs, squad, sst2, tagging
 
 EVAL_BATCH_SIZE = 64
 
@@ -131,11 +131,88 @@ def _squad_data(tokenizer, model=None, *, max_length: int, train_examples: int |
     return task
 
 
+def _pairs_data(name: str, tokenizer, model=None, *, max_length: int, train_examples: int | None = None,
+                eval_examples: int | None = None, seed: int = 0, training: bool = True,
+                split: str | None = None) -> TaskData:
+    """A sentence-pair task (`pairs`): train on its train split (SNLI: dev), score on ``split``, by default
+    dev (SNLI: test). MRPC's and STS-B's test sets are labelled here: ``split="test"`` gives the paper's."""
+    roles, title = pairs.SPLITS[name], pairs.TITLES[name]
+    split = split or roles["eval"]
+    if training and roles["train"] is None:
+        raise ValueError(f"{title} has no training split in the offline data: score a model fine-tuned "
+                         f"elsewhere with `minibert evaluate {name} --model DIR`")
+    if training and split == roles["train"]:
+        raise ValueError(f"{title} trains on its {split} split here, so it cannot also be scored on it")
+    held_out = subset(pairs.load_pairs(name, split), eval_examples)
+
+    def evaluate(model, progress=True):
+        return pairs.evaluate(model, tokenizer, held_out, name, max_length=max_length, batch_size=EVAL_BATCH_SIZE,
+                              progress=progress)
+
+    description = {"split": split, "train": None,
+                   "eval": f"{title} {split}: {len(held_out):,} of {pairs.SIZES[name][split]:,} pairs"}
+    if name in pairs.NOTES:
+        description["note"] = pairs.NOTES[name]
+    task = TaskData(evaluate, description, (None, held_out))
+    if training:
+        train = subset(pairs.load_pairs(name, roles["train"]), train_examples, seed)
+        total = pairs.SIZES[name][roles["train"]]
+        description["train"] = f"{title} {roles['train']}: {len(train):,} of {total:,} pairs"
+        task.examples = (train, held_out)
+        task.train = pairs.encode(train, tokenizer, max_length)
+        task.eval = pairs.encode(held_out, tokenizer, max_length)
+        task.collate = partial(pairs.collate, pad_token_id=tokenizer.pad_token_id)
+        task.metrics = pairs.metrics if pairs.LABELS[name] is not None else None  # STS-B: the loss is its MSE
+    return task
+
+
+def _ner_data(dataset: str, tokenizer, model=None, *, max_length: int, train_examples: int | None = None,
+              eval_examples: int | None = None, seed: int = 0, training: bool = True,
+              split: str | None = None) -> TaskData:
+    """CoNLL-2003 or WNUT-17 (`ner`): train on train, score on ``split`` (default dev; test for the paper's
+    figure) with entity-level F1, whole sentences up to the ``model``'s longest input."""
+    split, title = split or ner.SPLITS["eval"], ner.TITLES[dataset]
+    if training and split == ner.SPLITS["train"]:
+        raise ValueError(f"{title} trains on its {split} split, so it cannot also be scored on it")
+    held_out = subset(ner.load_ner(dataset, split), eval_examples)
+
+    def evaluate(model, progress=True):
+        return ner.evaluate(model, tokenizer, held_out, batch_size=EVAL_BATCH_SIZE, progress=progress)
+
+    total = ner.SENTENCES[dataset]
+    description = {"split": split, "train": None,
+                   "eval": f"{title} {split}: {len(held_out):,} of {total[split]:,} sentences"}
+    task = TaskData(evaluate, description, (None, held_out))
+    if training:
+        train = subset(ner.load_ner(dataset, ner.SPLITS["train"]), train_examples, seed)
+        description["train"] = f"{title} train: {len(train):,} of {total['train']:,} sentences"
+        task.examples = (train, held_out)
+        task.train = tagging.encode(train, tokenizer, max_length)
+        task.eval = tagging.encode(held_out, tokenizer, model.config.max_position_embeddings)  # whole sentences
+        task.collate = partial(tagging.collate, pad_token_id=tokenizer.pad_token_id)
+        task.metrics = tagging.metrics_for(task.eval)  # during training: word accuracy; at the end, entity F1
+    return task
+
+
+def _pair_task(name: str, paper: str | None = None) -> Task:
+    labels = pairs.LABELS[name]
+    return Task(name, BertForSequenceClassification, len(labels) if labels else 1,  # 1: STS-B's score, by MSE
+                partial(_pairs_data, name), paper)
+
+
 TASKS = {"sst2": Task("sst2", BertForSequenceClassification, len(sst2.LABELS), _sst2_data,
                       "BERT-base: SST-2 dev accuracy 92.7 (test 93.5)"),
          "squad": Task("squad", BertForQuestionAnswering, None, _squad_data,
                        "BERT-base: SQuAD v1.1 dev EM 80.8 / F1 88.5"),
-         "pos": Task("pos", BertForTokenClassification, len(tagging.UPOS), _pos_data)}
+         "pos": Task("pos", BertForTokenClassification, len(tagging.UPOS), _pos_data),
+         "mrpc": _pair_task("mrpc", "BERT-base: MRPC test F1 88.9"),
+         "stsb": _pair_task("stsb", "BERT-base: STS-B test Spearman 85.8"),
+         "rte": _pair_task("rte", "BERT-base: RTE test accuracy 66.4"),
+         "qnli": _pair_task("qnli", "BERT-base: QNLI test accuracy 90.5"),
+         "snli": _pair_task("snli"),  # not in the paper; MNLI, which it stands in for, is (84.6)
+         "ner": Task("ner", BertForTokenClassification, len(ner.TAGS["conll2003"]), partial(_ner_data, "conll2003"),
+                     "BERT-base: CoNLL-2003 NER test F1 92.4 (dev 96.4)"),
+         "wnut17": Task("wnut17", BertForTokenClassification, len(ner.TAGS["wnut17"]), partial(_ner_data, "wnut17"))}
 
 
 def get_task(name: str) -> Task:
