@@ -1,9 +1,11 @@
 """The offline material the tests read (the data mirror, the Hugging Face cache), and what they do
 without it: skip on a student's machine, fail in CI, where its absence is a broken setup."""
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+import torch
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"  # 6 layers, hidden 384, the bert-base-uncased vocabulary
 
@@ -29,3 +31,24 @@ def minilm_tokenizer():
         return BertTokenizer.from_pretrained(MINILM)
     except OSError as error:
         unavailable(f"{MINILM} is not in the Hugging Face cache and the Hub is unreachable ({error})")
+
+
+@contextmanager
+def one_torch_thread():
+    """Tiny models and batches: a second thread costs more than it saves, above all on a busy machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+@contextmanager
+def fresh_data_dir(folder, needed: str):
+    """A fresh data folder (``MINIBERT_DATA_DIR``) that the loaders fill from the mirror, which must hold
+    ``needed``: nothing is written into the checkout."""
+    mirror_with(needed)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MINIBERT_DATA_DIR", str(folder))
+        yield

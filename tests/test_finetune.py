@@ -13,26 +13,19 @@ from minibert.recipes.finetune import PRESETS, FinetuneSettings, hyperparameters
 from minibert.analysis.probing import LinearProbe, WeightedLayerSum, tagging_probe, word_features
 from minibert.tasks import sst2, tagging
 from minibert.training import batches_by_length, pad
-from offline import MINILM as MODEL
-from offline import mirror_with
+from offline import MINILM as MODEL, fresh_data_dir, one_torch_thread
 
 
 
 @pytest.fixture(scope="module", autouse=True)
 def one_thread():
-    """Small models and tiny batches: a second thread costs more than it saves, above all on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    with one_torch_thread():
+        yield
 
 
 @pytest.fixture(scope="module")
 def data_home(tmp_path_factory):
-    """A fresh data folder that the loaders fill from the mirror, so nothing is written into the checkout."""
-    mirror_with("sst2/train.tsv")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MINIBERT_DATA_DIR", str(tmp_path_factory.mktemp("data")))
+    with fresh_data_dir(tmp_path_factory.mktemp("data"), "sst2/train.tsv"):
         yield
 
 

@@ -9,24 +9,18 @@ import torch
 from minibert import BertConfig, BertForSequenceClassification
 from minibert.cli import evaluate_parser, finetune_parser, main
 from minibert.tasks import TASKS, get_task, pairs
-from offline import MINILM, mirror_with
+from offline import MINILM, fresh_data_dir, one_torch_thread
 
 
 @pytest.fixture(scope="module", autouse=True)
 def one_thread():
-    """Tiny models and batches: a second thread costs more than it saves, above all on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    with one_torch_thread():
+        yield
 
 
 @pytest.fixture(scope="module")
 def data_home(tmp_path_factory):
-    """A fresh data folder that the loaders fill from the mirror, so nothing is written into the checkout."""
-    mirror_with("mrpc/msr_paraphrase_train.txt")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MINIBERT_DATA_DIR", str(tmp_path_factory.mktemp("data")))
+    with fresh_data_dir(tmp_path_factory.mktemp("data"), "mrpc/msr_paraphrase_train.txt"):
         yield
 
 
