@@ -6,8 +6,9 @@
     minibert finetune TASK --model M --out DIR  fine-tune on sst2, squad, pos, mrpc, ner ... (minibert finetune --help)
     minibert evaluate TASK --model DIR          score a fine-tuned model on its held-out data
     minibert experiment masking --out FILE      the masking ablation of notebook 05
-    minibert experiment beyond-bert --out FILE  BERT/RoBERTa/ALBERT on one budget and a small Table 6 (notebook 09)
+    minibert experiment beyond-bert --out FILE  BERT/RoBERTa/ALBERT on one budget and a small Table 6 (notebook 11)
     minibert experiment bidirectionality --out FILE  MLM vs left-to-right vs no masking (notebook 04)
+    minibert experiment glue --runs DIR --out FILE  the paper's fine-tuning table (Tables 1, 3) for MiniLM (notebook 08)
     minibert release [--out release]            student versions of the notebooks (nbgrader) and their zip
     minibert autograde SUBMISSION_DIR           grade a folder of filled-in notebooks
     minibert slides [NOTEBOOKS...] [--out DIR]  reveal.js slides of the notebooks, offline (default: slides/)
@@ -221,6 +222,29 @@ def bidirectionality_parser() -> argparse.ArgumentParser:
     return p
 
 
+def glue_parser() -> argparse.ArgumentParser:
+    from .experiments.glue import TASKS, GlueSettings
+
+    p = _parser("minibert experiment glue",
+                "The paper's table of fine-tuning results (Table 1: MRPC, STS-B, RTE, SST-2, QNLI; Table 3: "
+                "CoNLL-2003 NER) for one model: a `minibert finetune --preset paper` run per task in --runs "
+                "(a finished run is read, an interrupted one resumed), then a results file beside the paper's "
+                "figures.")
+    add = p.add_argument
+    add("--out", required=True, help="results file (JSON) to write")
+    add("--runs", required=True, help="folder of the fine-tuning runs, one sub-folder per task")
+    add("--model", help=f"the pre-trained BERT (default {GlueSettings.model})")
+    add("--tasks", nargs="+", choices=list(TASKS), help="which (default: all)")
+    add("--lr", type=float, help=f"peak learning rate (default {GlueSettings.lr:g})")
+    add("--steps", type=int, help="updates per task (default: the paper's epochs)")
+    add("--seed", type=int, help="seed of every run (default 0)")
+    add("--device", help="auto, cpu, cuda, mps")
+    add("--reuse", nargs="+", metavar="TASK=FOLDER", default=[],
+        help="use a finished `minibert finetune` run for a task instead of running one, e.g. "
+             "sst2=notebooks/pretrained/minilm-sst2")
+    return p
+
+
 def _add_grid_flags(parser: argparse.ArgumentParser, setup_class=None) -> None:
     """The flags of `GridSetup`, shared by every pre-training grid; the help gives ``setup_class``'s defaults."""
     from .experiments.masking import GridSetup
@@ -283,13 +307,26 @@ def _bidirectionality(given: dict, command: str):
     return experiment(BidirectionalitySettings(**_split(given, BidirectionalitySetup)), command=command)
 
 
+def _glue(given: dict, command: str):
+    from .experiments.glue import GlueSettings, experiment
+    reuse = {}
+    for item in given.pop("reuse"):
+        task, sep, folder = item.partition("=")
+        if not sep or not folder:
+            raise ValueError(f"--reuse takes TASK=FOLDER, got {item!r}")
+        reuse[task] = folder
+    if given.get("tasks"):
+        given["tasks"] = tuple(given["tasks"])
+    return experiment(GlueSettings(**{k: v for k, v in given.items() if v is not None}, reuse=reuse), command=command)
+
+
 # command -> (its parser, what runs it on the given flags, what to call the path it returns when printing it)
 RECIPES = {"pretrain": (pretrain_parser, _pretrain, "checkpoint"),
            "export": (export_parser, _export, "model"),
            "finetune": (finetune_parser, _finetune, None),
            "evaluate": (evaluate_parser, _evaluate, None)}
 EXPERIMENTS = {"masking": (masking_parser, _masking), "beyond-bert": (beyond_bert_parser, _beyond_bert),
-               "bidirectionality": (bidirectionality_parser, _bidirectionality)}
+               "bidirectionality": (bidirectionality_parser, _bidirectionality), "glue": (glue_parser, _glue)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -307,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
         return _run(lambda: recipe(given), label)
     if command == "experiment":
         if not rest or rest[0] not in EXPERIMENTS:
-            print("usage: minibert experiment masking|beyond-bert|bidirectionality --out FILE [options] "
+            print("usage: minibert experiment masking|beyond-bert|bidirectionality|glue --out FILE [options] "
                   "(see minibert experiment masking --help)", file=sys.stderr)
             return 2
         make_parser, experiment = EXPERIMENTS[rest[0]]
@@ -331,6 +368,10 @@ def _run(recipe, label) -> int:
     except (ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as e:  # the Trainer saved a checkpoint first when it had an out folder
+        print(f"interrupted{f': {e}' if str(e) else ''}; run the same command with --resume to go on",
+              file=sys.stderr)
+        return 130
     if label:
         print(f"{label}: {result}")
     return 0

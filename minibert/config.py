@@ -99,6 +99,10 @@ class BertConfig:
             p = getattr(self, name)
             if not 0.0 <= p < 1.0:
                 raise ValueError(f"BertConfig.{name} must be in [0, 1), got {p}")
+        eps = self.layer_norm_eps
+        if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps < 1:
+            raise ValueError(f"BertConfig.layer_norm_eps must be a small positive number (BERT: 1e-12), got {eps!r}: "
+                             "LayerNorm divides by sqrt(variance + eps), which is NaN for a negative eps")
         if self.hidden_act not in ACT2FN:
             raise ValueError(f"hidden_act {self.hidden_act!r} is not supported; use one of {sorted(ACT2FN)}")
         if self.embedding_size is not None and (not isinstance(self.embedding_size, int) or self.embedding_size < 1):
@@ -165,7 +169,24 @@ class BertConfig:
 
     @classmethod
     def load(cls, path: str | Path) -> "BertConfig":
-        return cls.from_dict(json.loads(Path(path).read_text()))
+        return cls.from_dict(read_json(Path(path), "config"))
+
+
+def read_json(path: Path, what: str = "file", expect: type = dict):
+    """The JSON value in ``path``, an ``expect`` (an object unless told otherwise); a broken file is an error
+    that names it and says what to do."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path} is not valid JSON ({e.msg} at line {e.lineno}, column {e.colno}): the {what} is "
+                         "damaged or was cut off; restore it, or save or download the model again") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not UTF-8 text: the {what} is damaged; save or download it again") from None
+    if not isinstance(data, expect):
+        raise ValueError(f"{path} holds a JSON {type(data).__name__}, not the {expect.__name__} a {what} is; "
+                         "restore it")
+    return data
+
 
 
 # The activations of the BERT family by their config.json names, the one table the feed-forward

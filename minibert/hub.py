@@ -12,13 +12,15 @@ from __future__ import annotations
 import json
 import logging
 import os
+import uuid
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from .atomic import atomic_path
-from .config import MINIBERT_ONLY, BertConfig
+from .config import MINIBERT_ONLY, BertConfig, read_json
 
 logger = logging.getLogger("minibert")
 
@@ -102,17 +104,55 @@ class _HubCache:
         return None
 
 
+def _safetensors(path: Path) -> dict[str, torch.Tensor]:
+    try:
+        return load_file(path)
+    except SafetensorError as e:
+        raise ValueError(f"{path} is not a readable safetensors file ({e}); it is empty, cut off or damaged: "
+                         "save, export or download the model again") from None
+
+
 def load_state_dict(weights: Path) -> dict[str, torch.Tensor]:
     if weights.name.endswith(".index.json"):  # a sharded checkpoint: the index maps names to shard files
-        shards = sorted(set(json.loads(weights.read_text())["weight_map"].values()))
+        index = read_json(weights, "shard index")
+        if not isinstance(index.get("weight_map"), dict):
+            raise ValueError(f"{weights} has no 'weight_map' (tensor name -> shard file): it is not a complete "
+                             "shard index; download the model again")
+        shards = sorted(set(map(str, index["weight_map"].values())))
+        folder = weights.parent.resolve()
+        outside = [s for s in shards if folder not in (folder / s).resolve().parents]
+        if outside:
+            raise ValueError(f"{weights} points at shards outside its folder ({', '.join(outside)}); refusing to "
+                             "read them: a shard index names files beside it")
         if not all((weights.parent / s).exists() for s in shards):
             raise FileNotFoundError(f"{weights} lists shards {shards} that are not all beside it")
-        state = {k: v for s in shards for k, v in load_file(weights.parent / s).items()}
+        state = {k: v for s in shards for k, v in _safetensors(weights.parent / s).items()}
     elif weights.suffix == ".safetensors":
-        state = load_file(weights)
+        state = _safetensors(weights)
     else:
         state = torch.load(weights, map_location="cpu", weights_only=True)
     return dequantize_int8(state) if is_int8(state) else state
+
+
+def saved_together(config_file: Path, weights: Path) -> None:
+    """Refuse a folder whose config.json and weights come from two different `save_pretrained` calls.
+
+    Each save writes the weights, then config.json, each file atomically; an interruption between the two
+    (or a stale weights file of the other format) would otherwise pair new weights with an old config and
+    compute garbage without a word. Both files carry the same random save id; folders written elsewhere
+    (transformers, older minibert) have none and are not checked.
+    """
+    saved = read_json(config_file, "config").get(SAVE_ID)
+    if saved is None or weights.suffix != ".safetensors":
+        return
+    try:
+        with safe_open(weights, framework="pt") as f:
+            written = (f.metadata() or {}).get(SAVE_ID)
+    except SafetensorError:
+        return  # load_state_dict says what is wrong with the file
+    if written is not None and written != saved:
+        raise ValueError(f"{config_file} and {weights.name} come from two different saves (a save_pretrained that "
+                         "was interrupted, or files copied in from another model): save the model again")
 
 
 def normalize_keys(state: dict[str, torch.Tensor], has_prefix: bool) -> dict[str, torch.Tensor]:
@@ -152,7 +192,8 @@ class PretrainedMixin:
         """
         files = resolve(name_or_path, [("config.json",), WEIGHT_FILES])
         config_file, weights = files["config.json"], next(files[f] for f in WEIGHT_FILES if f in files)
-        config = (config or BertConfig.load(config_file)).replace(**config_overrides)
+        saved_together(config_file, weights)
+        config = (config or BertConfig.from_dict(read_json(config_file, "config"))).replace(**config_overrides)
         model = cls(config)
         has_prefix = hasattr(model, "bert")
         state = normalize_keys(load_state_dict(weights), has_prefix)
@@ -197,13 +238,14 @@ class PretrainedMixin:
         directory.mkdir(parents=True, exist_ok=True)
         aliases = tied_aliases(self)
         state = {k: v.detach().contiguous() for k, v in self.state_dict().items() if k not in aliases}
-        config = {**self.config.to_dict(), "architectures": [type(self).__name__]}
+        save_id = uuid.uuid4().hex
+        config = {**self.config.to_dict(), "architectures": [type(self).__name__], SAVE_ID: save_id}
         weights, stale = "model.safetensors", INT8_WEIGHTS
         if int8_weights:
             state, weights, stale = quantize_int8(state), INT8_WEIGHTS, "model.safetensors"
             config = {**config, "model_type": MINIBERT_ONLY}
         with atomic_path(directory / weights) as tmp:
-            save_file(state, tmp, metadata={"format": "pt"})
+            save_file(state, tmp, metadata={"format": "pt", SAVE_ID: save_id})
         with atomic_path(directory / "config.json") as tmp:
             tmp.write_text(json.dumps(config, indent=2) + "\n")
         (directory / stale).unlink(missing_ok=True)  # our own other-format weights, which would be read first
@@ -221,7 +263,7 @@ class PretrainedMixin:
 #
 # Loading turns the rows back into fp32 before the model sees them, so the model computes exactly as
 # it would with the rounded fp32 weights: this is about the size of a download or a repository,
-# unlike the *dynamic* quantisation of notebook 09, which computes in int8 to run faster. The file is
+# unlike the *dynamic* quantisation of notebook 11, which computes in int8 to run faster. The file is
 # still plain safetensors (no pickle), but only minibert reads it: transformers does not know the
 # ``.int8_scale`` tensors and would compute with the raw integers. So the file is named
 # ``model.int8.safetensors`` and config.json says ``"model_type": "minibert"``: transformers' Auto
@@ -229,6 +271,7 @@ class PretrainedMixin:
 # FOLDER --out NEW --dtype fp16`` converts such a folder into one transformers reads.
 
 INT8_SCALE_SUFFIX = ".int8_scale"
+SAVE_ID = "minibert_save_id"  # in config.json and in the weights' metadata: one save wrote both
 INT8_MIN_NUMEL = 4096  # smaller tensors are not worth a scale per row
 
 

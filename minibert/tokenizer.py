@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 
 import torch
@@ -192,7 +193,7 @@ class BertTokenizer:
 
     # --- encoding ---------------------------------------------------------------------------
     def __call__(self, text, text_pair=None, *, add_special_tokens: bool = True, padding=False,
-                 truncation=False, max_length: int | None = None, is_split_into_words: bool = False,
+                 truncation=None, max_length: int | None = None, is_split_into_words: bool = False,
                  return_tensors: str | None = None, return_offsets_mapping: bool = False,
                  return_special_tokens_mask: bool = False, stride: int = 0,
                  return_overflowing_tokens: bool = False) -> BatchEncoding:
@@ -203,8 +204,10 @@ class BertTokenizer:
         for a batch, tensors of shape (batch, length) with ``return_tensors="pt"``.
         ``padding=True`` pads to the longest in the batch, ``"max_length"`` to ``max_length``;
         ``truncation=True`` cuts to ``max_length`` (default ``model_max_length``), taking tokens
-        from the longer segment of a pair first. ``is_split_into_words``: each text is a list of
-        words (as in tagging data); ``enc.word_ids()`` then maps tokens back to those words.
+        from the longer segment of a pair first; as in transformers, ``max_length`` alone truncates too,
+        and an over-long text is encoded whole with a warning (the model refuses it; its ids can be cut
+        into windows). ``is_split_into_words``: each text is a list of words (as in tagging data);
+        ``enc.word_ids()`` then maps tokens back to those words.
 
         ``return_overflowing_tokens=True`` keeps what truncation cuts off, as more windows of at most
         ``max_length`` tokens, each overlapping the one before by ``stride`` tokens: how a long
@@ -221,13 +224,19 @@ class BertTokenizer:
             batch = list(zip(batch, pairs))
         if padding not in PADDING:
             raise ValueError(f"padding must be one of {sorted(map(repr, PADDING))}, got {padding!r}")
-        if truncation not in TRUNCATION:
-            raise ValueError(f"truncation must be one of {sorted(map(repr, TRUNCATION))}, got {truncation!r}")
         if return_tensors not in (None, "pt"):
             raise ValueError(f"return_tensors must be None (lists) or 'pt' (PyTorch tensors), "
                              f"got {return_tensors!r}")
         if max_length is not None and (not isinstance(max_length, int) or max_length < 1):
             raise ValueError(f"max_length must be a positive int or None, got {max_length!r}")
+        if truncation is None:  # transformers: max_length alone (without padding) means "cut to it"
+            truncation = max_length is not None and padding in (False, "do_not_pad")
+            if truncation:
+                warnings.warn(f"max_length={max_length} without truncation: cutting to {max_length} tokens, longest "
+                              "text first, as transformers does; pass truncation=True to say so, or drop max_length",
+                              stacklevel=2)
+        if truncation not in TRUNCATION:
+            raise ValueError(f"truncation must be one of {sorted(map(repr, TRUNCATION))}, got {truncation!r}")
         if not isinstance(stride, int) or stride < 0:
             raise ValueError(f"stride must be an int >= 0 (tokens shared by neighbouring windows), got {stride!r}")
         truncate = truncation not in (False, "do_not_truncate")
@@ -258,9 +267,9 @@ class BertTokenizer:
 
         longest = max(sum(e.attention_mask) for e in encodings)
         if not truncate and longest > self.model_max_length:
-            raise ValueError(f"a sequence has {longest} tokens, more than model_max_length={self.model_max_length} "
-                             "that BERT's position embeddings cover; pass truncation=True (and max_length=...) "
-                             "to cut it, or split the text into shorter pieces")
+            warnings.warn(f"a sequence has {longest} tokens, more than model_max_length={self.model_max_length} that "
+                          "BERT's position embeddings cover: the model will refuse it. Pass truncation=True (and "
+                          "max_length=...) to cut it, or cut the ids into windows yourself", stacklevel=2)
         data = {"input_ids": [e.ids for e in encodings], "token_type_ids": [e.type_ids for e in encodings],
                 "attention_mask": [e.attention_mask for e in encodings]}
         if return_offsets_mapping:

@@ -39,6 +39,8 @@ def learn_vocabulary(learner: Tokenizer, texts: list[str], vocab_size: int, min_
     pieces in the order they were learned, most frequent first, each seen at least
     ``min_frequency`` times.
     """
+    if not isinstance(vocab_size, int) or isinstance(vocab_size, bool) or vocab_size < 1:
+        raise ValueError(f"vocab_size must be a positive integer, got {vocab_size!r}")
     # Choose the alphabet here and number it in a fixed order. Left alone, tokenizers numbers the
     # ## characters in hash-map order, which breaks ties between equally frequent merges, so each
     # run learns a slightly different vocabulary (huggingface/tokenizers#1794). Listing them as
@@ -56,6 +58,12 @@ def learn_vocabulary(learner: Tokenizer, texts: list[str], vocab_size: int, min_
                                         special_tokens=SPECIAL_TOKENS + continuations,
                                         initial_alphabet=alphabet, limit_alphabet=limit_alphabet,
                                         continuing_subword_prefix="##", show_progress=False)
+    floor = len(SPECIAL_TOKENS) + len(alphabet) + len(continuations)
+    if vocab_size <= floor:
+        raise ValueError(f"vocab_size={vocab_size} leaves no room for a single word piece: the {len(SPECIAL_TOKENS)} "
+                         f"special tokens and the {floor - len(SPECIAL_TOKENS)} characters of this text (as word starts "
+                         f"and ## continuations) take {floor}; choose more than {floor} (BERT: 30,522; the course's "
+                         "small models: 4,000 to 8,000), or a smaller limit_alphabet")
     learner.train_from_iterator(texts, trainer)
     return learner.get_vocab()
 

@@ -221,6 +221,10 @@ def test_gap_errors(tmp_path, data_home):
 def test_head_word_of_a_name_is_its_last_word():
     assert head_word_span("Kathleen Nott", 10) == (19, 23)
     assert head_word_span("Pauline", 207) == (207, 214)
+    for name, head in [("Jack *", "Jack"), ("Matthew 12:40", "Matthew"), ("Smith,", "Smith"), ("J.R.R. Tolkien", "Tolkien"),
+                       ("Sinéad O'Connor", "O'Connor"), ("Jean-Luc Picard.", "Picard"), ("1984", "1984")]:
+        start, end = head_word_span(name, 100)
+        assert name[start - 100:end - 100] == head, name
 
 
 def test_coreference_accuracy_and_baselines_by_hand(tokenizer):

@@ -192,13 +192,20 @@ def test_fetch_from_mirror_copies_every_file_byte_for_byte(mirror, tmp_path):
     assert (tmp_path / "sst2" / "dev.tsv").stat().st_mode == (tmp_path / "probe").stat().st_mode
 
 
-def test_present_files_are_kept_missing_ones_added_and_force_copies_again(mirror, tmp_path):
+def test_present_files_are_verified_damaged_and_missing_ones_fetched_again(mirror, tmp_path, capsys, monkeypatch):
     data.fetch("sst2", dest=tmp_path, mirror=mirror)
     dev, train = tmp_path / "sst2" / "dev.tsv", tmp_path / "sst2" / "train.tsv"
-    dev.write_text("edited\n")
+    stamp = train.stat().st_mtime_ns
+    dev.write_bytes(dev.read_bytes()[:1000])  # cut off, as a full disk or an interrupted copy elsewhere leaves it
+    monkeypatch.setenv("MINIBERT_DATA_DIR", str(tmp_path))
+    data.main(["list"])
+    assert "sst2            3/3 files, 1 damaged: fetch sst2 again" in capsys.readouterr().out
+    data.fetch("sst2", dest=tmp_path, mirror=mirror)
+    assert "sst2/dev.tsv is damaged (its sha256 is not the registry's): fetching it again" in capsys.readouterr().err
+    assert dev.read_bytes() == (mirror / "sst2" / "dev.tsv").read_bytes()
+    assert train.stat().st_mtime_ns == stamp, "a verified file is kept as it is"
     train.unlink()
     data.fetch("sst2", dest=tmp_path, mirror=mirror)
-    assert dev.read_text() == "edited\n"
     assert sha256(train) == sha256(mirror / "sst2" / "train.tsv")
     data.fetch("sst2", dest=tmp_path, mirror=mirror, force=True)
     assert dev.read_bytes() == (mirror / "sst2" / "dev.tsv").read_bytes()

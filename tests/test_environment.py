@@ -47,3 +47,46 @@ def test_installed_versions_are_the_tested_pins(name, spec):
     except PackageNotFoundError:
         pytest.fail(f"{name} is not installed; run the README's install command")
     assert installed == spec.removeprefix("=="), f"{name} {installed} is installed but {spec} is pinned"
+
+
+def _course_script():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("course_script", ROOT / "course.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_linux_without_a_gpu_installs_torch_from_the_cpu_index_then_falls_back(monkeypatch):
+    course = _course_script()
+    pin = course.torch_pin()
+    monkeypatch.setattr(course.sys, "platform", "linux")
+    monkeypatch.delenv("MINIBERT_TORCH_DEFAULT_INDEX", raising=False)
+    monkeypatch.setattr(course, "has_nvidia_gpu", lambda: False)
+    first, fallback = course.torch_installs()
+    assert first[:3] == [pin, "--index-url", "https://download.pytorch.org/whl/cpu"] and fallback == [pin]
+    monkeypatch.setattr(course, "has_nvidia_gpu", lambda: True)
+    assert course.torch_installs() == [[pin]]  # a GPU: PyPI's CUDA build
+    monkeypatch.setattr(course, "has_nvidia_gpu", lambda: False)
+    monkeypatch.setattr(course.sys, "platform", "darwin")
+    assert course.torch_installs() == [[pin]]  # PyPI's macOS wheel is a CPU build already
+
+
+def test_the_student_releases_lab_has_no_nbgrader_menus(tmp_path, monkeypatch):
+    """Judged by Jupyter's own extension lists, with the config folder course.py lab uses in a release."""
+    import os
+    import subprocess
+    import sys
+    course = _course_script()
+    monkeypatch.setattr(course, "ROOT", tmp_path)
+    folder = course.student_jupyter_config()
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(folder), "NO_COLOR": "1"}
+    jupyter = [sys.executable, "-m", "jupyter"]
+    server = subprocess.run([*jupyter, "server", "extension", "list"], env=env, capture_output=True, text=True)
+    lab = subprocess.run([*jupyter, "labextension", "list"], env=env, capture_output=True, text=True)
+    listed = server.stdout + server.stderr + lab.stdout + lab.stderr
+    for name in ("nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.assignment_list",
+                 "@jupyter/nbgrader v"):
+        line = next(line for line in listed.splitlines() if name in line)
+        assert "disabled" in line, line
+    assert "jupyterlab" in listed and "enabled" in listed  # the rest of the lab is there

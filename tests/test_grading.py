@@ -11,6 +11,7 @@ import ast
 import re
 import shutil
 import time
+import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -71,14 +72,37 @@ def test_release_strips_solutions_hidden_tests_and_outputs(demo_release):
     assert len(tests) == 2 and all(cell.metadata.editable is False for cell in tests)
 
 
-def test_release_command_replaces_the_previous_release(tmp_path, capsys):
-    stale = tmp_path / "notebooks" / "stale.ipynb"
-    stale.parent.mkdir()
-    stale.write_text("{}")
+def test_release_command_replaces_only_its_own_previous_release(tmp_path, capsys):
+    assert grading.main(["release", "--source", str(FIXTURE), "--out", str(tmp_path)]) == 0
+    assert "student release written to" in capsys.readouterr().out
+    (tmp_path / "notebooks" / "stale.ipynb").write_text("{}")  # in the release folder: the next release replaces it
     assert grading.main(["release", "--source", str(FIXTURE), "--out", str(tmp_path)]) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["minibert-course.zip", "notebooks"]  # no staging left over
-    assert [p.name for p in (tmp_path / "notebooks").iterdir()] == ["01_demo.ipynb"]
-    assert "student release written to" in capsys.readouterr().out
+    assert sorted(p.name for p in (tmp_path / "notebooks").iterdir()) == [".minibert-release", "01_demo.ipynb"]
+    with zipfile.ZipFile(tmp_path / "minibert-course.zip") as archive:
+        assert not [n for n in archive.namelist() if ".minibert-release" in n]
+
+
+def test_release_never_replaces_or_deletes_what_it_did_not_write(tmp_path, capsys):
+    course = tmp_path / "course"                    # an instructor's checkout: notebooks/ beside other files
+    shutil.copytree(FIXTURE, course / "notebooks")
+    (course / "notebooks" / "CONVENTIONS.md").write_text("my notes")
+    before = sorted(p.relative_to(course) for p in course.rglob("*"))
+    for out in (course, course / "notebooks", course / "notebooks" / "deeper"):
+        assert grading.main(["release", "--source", str(course / "notebooks"), "--out", str(out)]) == 1
+        assert "overlaps the instructor notebooks" in capsys.readouterr().err
+    own = tmp_path / "mine"
+    (own / "notebooks").mkdir(parents=True)
+    (own / "notebooks" / "draft.ipynb").write_text("{}")
+    assert grading.main(["release", "--source", str(course / "notebooks"), "--out", str(own)]) == 1
+    assert "was not written by `release`; refusing to replace it" in capsys.readouterr().err
+    zipped = tmp_path / "zipped"
+    zipped.mkdir()
+    (zipped / "minibert-course.zip").write_text("someone's zip")
+    assert grading.main(["release", "--source", str(course / "notebooks"), "--out", str(zipped)]) == 1
+    assert "minibert-course.zip exists and was not written by `release`" in capsys.readouterr().err
+    assert sorted(p.relative_to(course) for p in course.rglob("*")) == before
+    assert (own / "notebooks" / "draft.ipynb").exists() and (zipped / "minibert-course.zip").read_text() == "someone's zip"
 
 
 def test_instructor_version_gets_full_marks():
@@ -137,22 +161,23 @@ def test_duplicate_grade_ids_are_reported_with_their_file(tmp_path):
     def duplicate(cells):
         cells[6].metadata.nbgrader.grade_id = "softmax"
     with pytest.raises(grading.GradingError, match=r"01_demo.ipynb.*Duplicate grade id: softmax"):
-        grading.release(broken_copy(tmp_path, duplicate), tmp_path / "out")
+        grading.release(broken_copy(tmp_path / "source", duplicate), tmp_path / "out")
 
 
 def test_nbgrader_markup_errors_are_surfaced(tmp_path):
     def unclosed(cells):
         cells[3].source = cells[3].source.replace("### END SOLUTION", "")
     with pytest.raises(grading.GradingError, match="No end solution statement found"):
-        grading.release(broken_copy(tmp_path, unclosed), tmp_path / "out")
+        grading.release(broken_copy(tmp_path / "source", unclosed), tmp_path / "out")
     assert not (tmp_path / "out" / "notebooks").exists()
 
 
 def test_missing_source_and_empty_source_are_reported(tmp_path):
     with pytest.raises(grading.GradingError, match="source folder not found"):
         grading.release(tmp_path / "nowhere", tmp_path / "out")
+    (tmp_path / "empty").mkdir()
     with pytest.raises(grading.GradingError, match="no notebooks in"):
-        grading.release(tmp_path, tmp_path / "out")
+        grading.release(tmp_path / "empty", tmp_path / "out")
 
 
 # --- the promise, on the real course ----------------------------------------------------------
@@ -242,3 +267,46 @@ def test_course_exercise_answered_with_the_library_scores_zero(tmp_path):
     assert {grade_id: (cell.score, cell.max_score) for grade_id, cell in cells.items()} == {
         "ex01_wordpiece_tests": (0, 2), "ex01_embedding_sum_tests": (2, 2)}
     assert "write it yourself: wordpiece is minibert.tokenizer.wordpiece" in cells["ex01_wordpiece_tests"].error
+
+
+def test_one_broken_notebook_costs_only_its_own_points_and_says_why(tmp_path, demo_release):
+    """A course of two notebooks: whatever happens to one submitted notebook, the other is graded."""
+    source = tmp_path / "source"
+    source.mkdir()
+    shutil.copy(FIXTURE / "01_demo.ipynb", source / "01_demo.ipynb")
+    shutil.copy(FIXTURE / "01_demo.ipynb", source / "02_demo.ipynb")
+    honest = submit(demo_release, tmp_path / "honest", softmax=STABLE_SOFTMAX)
+
+    def submission(name, damage):
+        folder = tmp_path / name
+        shutil.copytree(honest, folder)
+        shutil.copy(folder / "01_demo.ipynb", folder / "02_demo.ipynb")
+        damage(folder / "02_demo.ipynb")
+        return folder
+
+    def without_test_metadata(path):
+        nb = nbformat.read(path, as_version=4)
+        for cell in nb.cells:
+            if cell.metadata.get("nbgrader", {}).get("grade_id") == "softmax_tests":
+                del cell.metadata["nbgrader"]
+        nbformat.write(nb, path)
+
+    def killing_the_kernel(path):
+        nb = nbformat.read(path, as_version=4)
+        nb.cells.insert(0, nbformat.v4.new_code_cell("import os\nos._exit(1)  # the kernel dies"))
+        nbformat.write(nb, path)
+
+    cases = {"invalid JSON": (lambda p: p.write_text('{"cells": [', encoding="utf-8"), "is not a readable notebook"),
+             "stripped metadata": (without_test_metadata, "not in the submitted notebook"),
+             "dying kernel": (killing_the_kernel, "nbgrader could not grade 02_demo.ipynb")}
+    for label, (damage, reason) in cases.items():
+        scores = grading.autograde(submission(label.replace(" ", "_"), damage), source=source, timeout=60)
+        assert scores.notebooks["01_demo"]["softmax_tests"].score == 2, label  # the other notebook is graded
+        lost = scores.notebooks["02_demo"]["softmax_tests"]
+        assert lost.score == 0 and reason in lost.error, (label, lost)
+    (tmp_path / "renamed").mkdir()
+    shutil.copy(honest / "01_demo.ipynb", tmp_path / "renamed" / "01_demo.ipynb")
+    shutil.copy(honest / "01_demo.ipynb", tmp_path / "renamed" / "02_demo (copy).ipynb")
+    scores = grading.autograde(tmp_path / "renamed", source=source, timeout=60)
+    assert scores.notebooks["02_demo"]["softmax_tests"].error == "not submitted"
+    assert scores.notebooks["01_demo"]["softmax_tests"].score == 2

@@ -308,6 +308,16 @@ def test_zip_holds_the_student_release_in_one_folder(released):
     assert all(cell.get("outputs", []) == [] for cell in json.loads(notebook)["cells"])
 
 
+def test_the_zip_has_a_readme_for_students_that_names_only_what_they_have(released):
+    with zipfile.ZipFile(released / "minibert-course.zip") as archive:
+        readme = archive.read("minibert-course/README.md").decode()
+        names = set(archive.namelist())
+    assert "python3 course.py lab" in readme and "NotImplementedError" in readme
+    assert not any(word in readme for word in ("INSTRUCTORS", "tests/", "course.py test", "autograde", "release"))
+    for path in re.findall(r"`((?:notebooks|data)/[\w./-]*)`", readme):  # every file it points at is in the zip
+        assert any(name.startswith(f"minibert-course/{path}") for name in names), path
+
+
 def test_the_zipped_launcher_knows_it_is_the_student_release(released, tmp_path):
     with zipfile.ZipFile(released / "minibert-course.zip") as archive:
         archive.extractall(tmp_path)
@@ -348,5 +358,5 @@ def test_a_failed_zip_leaves_the_old_one(tmp_path, monkeypatch):
 
 
 def test_zip_needs_a_checkout(tmp_path):
-    with pytest.raises(FileNotFoundError, match="lacks README.md.*checkout of the course repository"):
+    with pytest.raises(FileNotFoundError, match="lacks course.py.*checkout of the course repository"):
         release_zip.write(fake_release(tmp_path / "release", "01_a.ipynb"), tmp_path / "c.zip", root=tmp_path)

@@ -87,15 +87,15 @@ def test_transformers_refuses_what_it_would_compute_wrongly(tmp_path, kind):
     assert BertForMaskedLM.from_pretrained(tmp_path) is not None  # minibert reads both
 
 
-def test_minibert_export_converts_an_int8_folder_into_one_transformers_reads(tmp_path):
+def test_minibert_export_converts_an_int8_folder_into_one_transformers_reads(tmp_path, tokenizer):
     transformers = pytest.importorskip("transformers")
     model = small_model()
     model.save_pretrained(tmp_path / "int8", int8_weights=True)
     (tmp_path / "int8" / "README.md").write_text("# a card\n")
-    (tmp_path / "int8" / "vocab.txt").write_text("[PAD]\n")
+    tokenizer.save_pretrained(tmp_path / "int8")
     assert main(["export", str(tmp_path / "int8"), "--out", str(tmp_path / "fp32"), "--dtype", "fp32"]) == 0
     converted = tmp_path / "fp32"
-    assert (converted / "vocab.txt").read_text() == "[PAD]\n"
+    assert transformers.AutoTokenizer.from_pretrained(converted).get_vocab() == tokenizer.get_vocab()
     card = (converted / "README.md").read_text()
     assert card.startswith("# a card") and "--dtype fp32" in card and "(minibert or transformers)" in card
     theirs = transformers.BertForMaskedLM.from_pretrained(converted).eval()

@@ -200,3 +200,18 @@ def test_wnut17_through_the_registry(data_home, tokenizer):
     assert data.description["eval"] == "WNUT-17 test: 4 of 1,287 sentences"
     predictions, metrics = data.evaluate(tiny_model(tokenizer, 13), progress=False)
     assert len(predictions) == 4 and 0 <= metrics["f1"] <= 1
+
+
+def test_feature_based_entity_f1_of_frozen_minilm_beats_the_majority_tag(data_home, tokenizer):
+    """Table 7 on NER: linear probes on frozen features, scored by seqeval like the fine-tuned model."""
+    from minibert import BertModel
+    from offline import MINILM
+    model = BertModel.from_pretrained(MINILM)
+    train = ner.load_ner("conll2003", "train").select(range(150))
+    test = ner.load_ner("conll2003", "dev").select(range(100))
+    variants = ("embeddings", "concat_last_four_hidden")
+    scores = tagging.feature_based(model, tokenizer, train, test, variants=variants, score="entity_f1")
+    assert set(scores) == {*variants, "majority_baseline"} and all(0 <= v <= 1 for v in scores.values())
+    assert scores["concat_last_four_hidden"] > scores["majority_baseline"] + 0.1, scores  # context finds entities
+    with pytest.raises(ValueError, match="score must be one of"):
+        tagging.feature_based(model, tokenizer, train, test, score="f1")

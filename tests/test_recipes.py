@@ -175,3 +175,115 @@ def test_continued_pretraining_keeps_the_encoder_and_starts_a_tied_mlm_head(tmp_
     assert recipe["args"]["init_from"] == minilm and 0 < recipe["unigram_loss"] < math.log(30522)
     with pytest.raises(ValueError, match="keeps that model's vocabulary"):
         PretrainSettings(out=tmp_path / "x", init_from=minilm, vocab_size=100)
+
+
+def test_the_same_pretrain_command_twice_gives_the_same_weights(tmp_path):
+    torch.set_num_threads(1)
+    torch.manual_seed(123)  # whatever the generator held before must not matter
+    assert run(tmp_path / "a", "--steps", "3", "--eval-corpus", "--preset", "bert-tiny") == 0
+    torch.rand(7)
+    assert run(tmp_path / "b", "--steps", "3", "--eval-corpus", "--preset", "bert-tiny") == 0
+    assert run(tmp_path / "c", "--steps", "3", "--eval-corpus", "--preset", "bert-tiny", "--seed", "1") == 0
+    load = lambda name: minibert.BertForPreTraining.from_pretrained(tmp_path / name / "step-000003").state_dict()
+    a, b, c = load("a"), load("b"), load("c")
+    assert all(torch.equal(a[k], b[k]) for k in a), "same command, same weights"
+    assert not all(torch.equal(a[k], c[k]) for k in a), "another seed, other weights"
+
+
+def test_finetune_seed_seeds_the_new_head(tmp_path, tokenizer):
+    from minibert.recipes.finetune import finetune
+    torch.set_num_threads(1)
+    config = minibert.BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=1,
+                                 num_attention_heads=2, intermediate_size=64, max_position_embeddings=128)
+    minibert.BertModel(config).save_pretrained(tmp_path / "base")
+    tokenizer.save_pretrained(tmp_path / "base")
+    heads = []
+    for name, seed in [("a", 0), ("b", 0), ("c", 3)]:
+        torch.rand(5)  # disturb the global generator between runs
+        finetune(FinetuneSettings(task="sst2", model=str(tmp_path / "base"), out=str(tmp_path / name), steps=1,
+                                  train_examples=16, eval_examples=8, batch_size=8, seed=seed, device="cpu"))
+        heads.append(minibert.BertForSequenceClassification.from_pretrained(tmp_path / name).classifier.weight)
+    assert torch.equal(heads[0], heads[1]) and not torch.equal(heads[0], heads[2])
+
+
+def test_a_second_run_into_the_same_folder_is_refused_before_anything_is_written(tmp_path):
+    torch.set_num_threads(1)
+    out = tmp_path / "run"
+    assert run(out, "--steps", "2", "--eval-corpus") == 0
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
+    assert run(out, "--steps", "2", "--eval-corpus", "--vocab-size", "400") == 2  # no --resume
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()} == before, "nothing rewritten"
+
+
+def test_resume_with_other_data_flags_or_preset_is_refused_and_recipe_kept(tmp_path, capsys):
+    torch.set_num_threads(1)
+    out = tmp_path / "run"
+    assert run(out, "--steps", "2", "--eval-corpus") == 0
+    recipe = (out / "recipe.json").read_text()
+    capsys.readouterr()
+    for flags, named in [(["--max-seq-len", "16"], "--max-seq-len 16 (the run: 32)"),
+                         (["--mlm-probability", "0.3"], "--mlm-probability 0.3 (the run: 0.15)"),
+                         (["--preset", "bert-mini"], "--preset 'bert-mini' (the run: 'bert-tiny')")]:
+        assert run(out, "--steps", "4", "--eval-corpus", "--resume", *flags) == 2
+        assert named in capsys.readouterr().err
+    assert (out / "recipe.json").read_text() == recipe and not (out / "step-000004").exists()
+    assert run(out, "--steps", "4", "--eval-corpus", "--resume") == 0  # more steps: the same run, longer
+    assert (out / "step-000004").exists()
+
+
+def test_resume_with_nothing_to_resume_says_so(tmp_path, caplog):
+    torch.set_num_threads(1)
+    with caplog.at_level("WARNING"):
+        assert run(tmp_path / "new", "--steps", "1", "--eval-corpus", "--resume") == 0
+    assert "holds no checkpoint to resume from, so training starts at step 0" in caplog.text
+
+
+def test_a_damaged_latest_checkpoint_falls_back_to_the_one_before(tmp_path, caplog):
+    torch.set_num_threads(1)
+    out = tmp_path / "run"
+    assert run(out, "--steps", "4", "--save-every", "2", "--eval-corpus") == 0
+    (out / "step-000004" / "model.safetensors").write_bytes(b"cut off")
+    with caplog.at_level("WARNING"):
+        assert run(out, "--steps", "6", "--eval-corpus", "--resume") == 0
+    assert "step-000004 cannot be resumed from" in caplog.text and "resuming from" in caplog.text
+    assert "step-000002" in caplog.text and (out / "step-000006").exists()
+
+
+def test_ctrl_c_saves_a_checkpoint_that_resume_goes_on_from(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+    out = tmp_path / "run"
+    args = [sys.executable, "-m", "minibert.cli", "pretrain", "--out", str(out), "--vocab-size", "600",
+            "--max-seq-len", "32", "--batch-size", "8", "--corpus", "gutenberg/blake-poems.txt",
+            "gutenberg/shakespeare-caesar.txt", "--eval-corpus", "--steps", "100000", "--save-every", "100000"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 120
+    while not (out / "tokenizer").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(3)  # some updates
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 130 and "interrupted: stopped at step" in err and "--resume" in err
+    saved = sorted(out.glob("step-*"))
+    assert len(saved) == 1 and 0 < int(saved[0].name[5:]) < 100000
+    step = int(saved[0].name[5:])
+    assert run(out, "--steps", str(step + 2), "--eval-corpus", "--resume") == 0
+    assert (out / f"step-{step + 2:06d}").exists()
+
+
+def test_export_of_a_run_it_cannot_score_says_why_and_writes_nothing(tmp_path, capsys):
+    torch.set_num_threads(1)
+    assert run(tmp_path / "run", "--steps", "1", "--eval-corpus") == 0  # NSP, no held-out text
+    capsys.readouterr()
+    assert main(["export", str(tmp_path / "run"), "--out", str(tmp_path / "model")]) == 2
+    assert "without held-out text (--eval-corpus)" in capsys.readouterr().err
+    assert not (tmp_path / "model").exists()
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    (tmp_path / "mine" / "config.json").write_text("{}")
+    assert main(["export", str(tmp_path / "run"), "--out", str(tmp_path / "mine")]) == 2
+    assert "already holds a model" in capsys.readouterr().err
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"

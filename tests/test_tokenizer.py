@@ -313,12 +313,24 @@ def test_cached_padding_and_truncation_settings_are_ignored(ours, fast):
 
 
 # --- mistakes get messages that say what to do ----------------------------------------------------
-def test_too_long_without_truncation_says_how_to_fix(ours):
-    with pytest.raises(ValueError, match=r"513 tokens.*model_max_length=512.*truncation=True"):
-        ours("word " * 511)
+def test_too_long_without_truncation_warns_and_keeps_every_id_as_transformers_does(ours, fast):
+    with pytest.warns(UserWarning, match=r"513 tokens.*model_max_length=512.*truncation=True"):
+        ids = ours("word " * 511).input_ids
+    assert ids == fast("word " * 511)["input_ids"] and len(ids) == 513  # whole, to be cut into windows
     assert len(ours("word " * 511, truncation=True).input_ids) == 512
-    with pytest.raises(ValueError, match="truncation=True"):
+    with pytest.warns(UserWarning, match="truncation=True"):
         ours(["short", "long " * 600], padding=True)
+
+
+def test_max_length_without_truncation_truncates_as_transformers_does(ours, fast):
+    text = "the quick brown fox jumps over the lazy dog near the river bank"
+    with pytest.warns(UserWarning, match="max_length=5 without truncation"):
+        ours_ids = ours(text, max_length=5).input_ids
+    assert ours_ids == fast(text, max_length=5)["input_ids"] and len(ours_ids) == 5
+    with pytest.warns(UserWarning):
+        pair = ours(text, "a second text", max_length=8).input_ids
+    assert pair == fast(text, "a second text", max_length=8)["input_ids"]
+    assert len(ours(text, max_length=5, truncation=False).input_ids) == 15  # asked not to: every token
 
 
 @pytest.mark.parametrize("bad, name", [(42, "text"), (None, "text"), ([1, 2], "text"), (b"bytes", "text"),

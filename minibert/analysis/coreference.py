@@ -4,7 +4,7 @@ coreferent mentions attend to their antecedents.
 On GAP each pronoun has two candidate names and exactly one is its antecedent (rows with neither
 are left out and counted). A head is right on an example when the pronoun attends more to the true
 antecedent than to the other name. As in Clark et al., a mention is represented by its head word,
-here the name's last word (English names are head-final: "Kathleen Nott" -> "Nott"); attention
+here the name's last word with a letter (English names are head-final: "Kathleen Nott" -> "Nott"); attention
 from the pronoun is the mean over its pieces and attention to the head word the sum over its pieces,
 as in `word_attention`. With two candidates, chance is 50%.
 
@@ -14,6 +14,7 @@ pronoun shares no head word with a name.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -40,10 +41,18 @@ class CoreferenceAccuracy:
         return float(self.accuracy[layer, head]), int(layer), int(head)
 
 
+WORD = re.compile(r"\w(?:[\w'’.-]*\w)?")  # letters or digits, with apostrophes, dots, hyphens inside
+
+
 def head_word_span(name: str, offset: int) -> tuple[int, int]:
-    """Character span of a name's head word, its last word."""
-    start = offset + name.rstrip().rfind(" ") + 1
-    return start, offset + len(name.rstrip())
+    """Character span of a name's head word: its last word that has a letter, without the punctuation
+    around it. GAP's names carry some ("Jack *", "Matthew 12:40", "Smith,"): the last whitespace chunk
+    would score "*" or "12:40" instead of the name. A name without letters keeps its last word."""
+    words = list(WORD.finditer(name))
+    if not words:
+        return offset, offset + len(name.rstrip())
+    head = ([w for w in words if any(c.isalpha() for c in w.group())] or words)[-1]
+    return offset + head.start(), offset + head.end()
 
 
 def span_distance(a: tuple[int, int], b: tuple[int, int]) -> int:

@@ -1,10 +1,20 @@
 """Do attention heads find syntactic heads? Clark et al. (2019, §4.2) scored each head as a parser.
 
-For every word, a head predicts the word it attends to most; the prediction is right when that is
-the word's head in the dependency tree. Clark et al. read each map both ways and report the better:
+For every word, a head predicts one other word as its syntactic head; the prediction is right when
+that is the word's head in the dependency tree. Clark et al. read each map both ways and report the
+better:
 
-- ``dep->head``: the dependent attends most to its head (row of the map: ``det`` attends to its noun);
-- ``head->dep``: the head attends most to this dependent (column of the map).
+- ``dep->head``: a word's predicted head is the word *it* attends to most (its row of the map:
+  ``det`` attending to its noun);
+- ``head->dep``: a word's predicted head is the word that attends most *to it* (its column: the
+  transposed map, as Clark et al.'s code computes it). This is not "the head attends most to its
+  dependent": a head with three dependents may attend most to only one of them, yet each dependent
+  is scored by who attends most to it.
+
+Where our table differs from Clark et al.'s Table 1: they scored Stanford Dependencies on the Penn
+Treebank (WSJ), we score Universal Dependencies on English EWT; our "all" leaves out root words (their
+head is not a word), and relations are UD's universal ones, so PTB's ``poss`` is UD's ``nmod:poss``,
+counted under ``nmod`` unless ``subtypes``.
 
 As in their code, the word itself, [CLS] and [SEP] are never predicted (they are still part of each
 row's distribution), and root words are not scored: their head is not a word. Accuracy is counted

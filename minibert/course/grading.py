@@ -87,14 +87,35 @@ def exercises(notebook) -> list[tuple[str, str, float]]:
             if m.get("solution") and n.get("grade") and not n.get("solution") and n.get("points", 0) > 0]
 
 
+RELEASE_MARK = ".minibert-release"  # in every folder release() writes: the one kind of folder it may replace
+
+
+def check_release_target(source="notebooks", out="release") -> None:
+    """Refuse an ``out`` whose release would overlap the instructor notebooks, or replace a folder or zip
+    that `release` did not write: the release replaces only its own earlier output, never the user's files."""
+    source_dir, target = Path(source).resolve(), (Path(out) / ASSIGNMENT).resolve()
+    if target == source_dir or source_dir in target.parents or target in source_dir.parents:
+        raise GradingError(f"--out {out} would write the release to {target}, which overlaps the instructor "
+                           f"notebooks in {source}; choose an --out folder outside them (default: release)")
+    ours = (target / RELEASE_MARK).is_file()
+    if target.exists() and not ours:
+        raise GradingError(f"{target} exists and was not written by `release`; refusing to replace it: move it "
+                           "away or choose another --out")
+    if (Path(out) / ZIP_NAME).exists() and not ours:
+        raise GradingError(f"{Path(out) / ZIP_NAME} exists and was not written by `release`; refusing to replace "
+                           "it: move it away or choose another --out")
+
+
 def release(source="notebooks", out="release") -> Path:
     """Write the student version of every notebook in ``source`` to ``out/notebooks``.
 
     nbgrader's generate_assignment checks the markup, replaces solutions with
     ``raise NotImplementedError()``, removes hidden tests, clears outputs and locks test cells.
-    The new release replaces the old one only once it is complete.
+    The new release replaces the old one only once it is complete, and only if `release` wrote it
+    (`check_release_target`).
     """
     _notebooks(source)
+    check_release_target(source, out)
     out = Path(out)
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         course = _course(Path(tmp), source)
@@ -102,6 +123,8 @@ def release(source="notebooks", out="release") -> Path:
         out.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=".release-", dir=out))
         shutil.copytree(course / "release" / ASSIGNMENT, staging / ASSIGNMENT)
+        (staging / ASSIGNMENT / RELEASE_MARK).write_text("written by python -m minibert.course.grading release; "
+                                                         "the next release replaces this folder\n")
         target = out / ASSIGNMENT
         if target.exists():
             target.rename(staging / "previous")
@@ -116,12 +139,13 @@ def autograde(submission_dir, source="notebooks", timeout=600) -> Scores:
     ``submission_dir`` is a filled-in student release, or ``source`` itself as a sanity check.
     Only notebooks of ``source`` with graded cells are executed (the others score nothing and may
     train for minutes), and each only as far as its last test cell: what comes after cannot change a
-    score, and it is where the notebooks train models. A graded notebook missing from the submission
-    scores zero. Test cells come back from the source, hidden tests included, whatever the submission
-    did to them. ``timeout`` is seconds per cell.
-    """
-    from nbgrader.api import Gradebook  # imported here: nbgrader takes seconds to import
+    score, and it is where the notebooks train models. Test cells come back from the source, hidden
+    tests included, whatever the submission did to them. ``timeout`` is seconds per cell.
 
+    Each notebook is graded on its own, in a course folder of its own: one that is missing, is not a
+    notebook, or makes nbgrader fail (a dying kernel, duplicated cells) scores zero with the reason,
+    and the others are graded as usual.
+    """
     submission_dir = Path(submission_dir)
     if not submission_dir.is_dir():
         raise GradingError(f"submission folder not found: {submission_dir}")
@@ -129,21 +153,47 @@ def autograde(submission_dir, source="notebooks", timeout=600) -> Scores:
     if not graded:
         raise GradingError(f"no graded cells in any notebook of {source}")
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
-        course = _course(Path(tmp), source, only=graded)
-        shutil.copytree(submission_dir, course / "submitted" / STUDENT / ASSIGNMENT, ignore=IGNORED)
-        for name in graded:
-            test_ids = set(graded_cells(Path(source) / name))
-            for folder in (course / "source" / ASSIGNMENT, course / "submitted" / STUDENT / ASSIGNMENT):
-                _through_last_test(folder / name, test_ids)
+        return Scores({Path(name).stem: _autograde_one(Path(tmp) / Path(name).stem, submission_dir, source, name,
+                                                       timeout) for name in sorted(graded)})
+
+
+def _autograde_one(root: Path, submission_dir: Path, source, name: str, timeout: int) -> dict[str, CellGrade]:
+    """One notebook's grades: nbgrader's, or zero for every test cell with the reason it could not run."""
+    from nbgrader.api import Gradebook  # imported here: nbgrader takes seconds to import
+
+    cells = [c for c in nbformat.read(Path(source) / name, as_version=4).cells
+             if c.metadata.get("nbgrader", {}).get("grade")]
+    points = {c.metadata.nbgrader["grade_id"]: float(c.metadata.nbgrader.get("points", 0)) for c in cells}
+
+    def zero(reason: str) -> dict[str, CellGrade]:
+        return {grade_id: CellGrade(0.0, most, reason) for grade_id, most in points.items()}
+
+    submitted = submission_dir / name
+    if not submitted.exists():
+        return zero("not submitted")
+    try:
+        nbformat.validate(nbformat.read(submitted, as_version=4))
+    except Exception as e:  # JSON, schema or encoding: whatever keeps it from being a notebook
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        return zero(f"{name} is not a readable notebook ({first[:120]}); submit the file Jupyter saved")
+    course = _course(root, source, only=[name])
+    others = {nb.name for nb in submission_dir.glob("*.ipynb")} - {name}
+    shutil.copytree(submission_dir, course / "submitted" / STUDENT / ASSIGNMENT,
+                    ignore=lambda d, names: IGNORED(d, names) | (others if Path(d) == submission_dir else set()))
+    for folder in (course / "source" / ASSIGNMENT, course / "submitted" / STUDENT / ASSIGNMENT):
+        _through_last_test(folder / name, set(points))
+    try:
         _nbgrader(course, "generate_assignment")  # fills the gradebook with the test cells
         _nbgrader(course, "autograde", f"--Execute.timeout={timeout}", f"--Execute.kernel_name={KERNEL}")
-        with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
-            submission = gradebook.find_submission(ASSIGNMENT, STUDENT)
-            grades = {nb.name: {g.name: (g.score, g.max_score) for g in nb.grades}
-                      for nb in submission.notebooks}
-        autograded = course / "autograded" / STUDENT / ASSIGNMENT
-        return Scores({name: _with_errors(grades[name], autograded / f"{name}.ipynb")
-                       for name in sorted(grades)})
+    except GradingError as e:
+        last = [line for line in str(e).splitlines() if line.strip()][-1]
+        return zero(f"nbgrader could not grade {name}: {last.strip()[:200]}")
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        notebook = next(nb for nb in gradebook.find_submission(ASSIGNMENT, STUDENT).notebooks
+                        if nb.name == Path(name).stem)
+        grades = {g.name: (g.score, g.max_score) for g in notebook.grades}
+    present = {c.metadata.get("nbgrader", {}).get("grade_id") for c in nbformat.read(submitted, as_version=4).cells}
+    return _with_errors(grades, course / "autograded" / STUDENT / ASSIGNMENT / name, present)
 
 
 def _notebooks(source) -> list[Path]:
@@ -231,8 +281,10 @@ def _without_stack_frames(log: list[str]) -> list[str]:
     return kept
 
 
-def _with_errors(grades: dict[str, tuple[float, float]], autograded: Path) -> dict[str, CellGrade]:
-    """Attach to each test cell that lost points the error it raised in the autograded notebook."""
+def _with_errors(grades: dict[str, tuple[float, float]], autograded: Path,
+                 present: set | None = None) -> dict[str, CellGrade]:
+    """Attach to each test cell that lost points the error it raised in the autograded notebook, or why it
+    could not run: a test cell missing from the submission (``present``: the grade_ids it has)."""
     errors = {}
     if autograded.exists():
         for cell in nbformat.read(autograded, as_version=4).cells:
@@ -240,6 +292,10 @@ def _with_errors(grades: dict[str, tuple[float, float]], autograded: Path) -> di
             for output in cell.get("outputs", []):
                 if output.output_type == "error":
                     errors[grade_id] = f"{output.ename}: {output.evalue}".rstrip(": ")
+    for grade_id, _ in grades.items():
+        if present is not None and grade_id not in present and grade_id not in errors:
+            errors[grade_id] = ("this test cell is not in the submitted notebook (deleted, or its nbgrader metadata "
+                                "removed): copy it back from the release")
     missing = "" if autograded.exists() else "not submitted"
     return {grade_id: CellGrade(score or 0.0, max_score, "" if score == max_score else errors.get(grade_id, missing))
             for grade_id, (score, max_score) in grades.items()}

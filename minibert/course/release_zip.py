@@ -14,9 +14,11 @@ from ..atomic import atomic_path
 
 ROOT = Path(__file__).resolve().parents[2]  # minibert/course/release_zip.py -> the checkout it ships
 FOLDER = "minibert-course"
-FILES = ("README.md", "course.py", "pyproject.toml", "environment.yml", "data/README.md")
+FILES = ("course.py", "pyproject.toml", "environment.yml", "data/README.md")
+STUDENT_README = Path(__file__).with_name("STUDENT_README.md")  # the zip's README.md: the repository's is for teachers
+
 PACKAGE = "minibert"
-LEFT_OUT = {"__pycache__", ".ipynb_checkpoints"}
+LEFT_OUT = {"__pycache__", ".ipynb_checkpoints", ".minibert-release"}  # the last: release()'s own mark
 
 
 def write(release, target, root=ROOT) -> Path:
@@ -29,7 +31,7 @@ def write(release, target, root=ROOT) -> Path:
         raise FileNotFoundError(f"{root} lacks {', '.join(missing)}: the course zip is made from a "
                                 "checkout of the course repository")
     entries = [*_tree(release, f"{FOLDER}/notebooks"), *_tree(root / PACKAGE, f"{FOLDER}/{PACKAGE}"),
-               *((root / name, f"{FOLDER}/{name}") for name in FILES)]
+               *((root / name, f"{FOLDER}/{name}") for name in FILES), (STUDENT_README, f"{FOLDER}/README.md")]
     with atomic_path(target) as partial, zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
         for path, name in entries:
             archive.write(path, name)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .fetching import ChecksumError, ensure, fetch
+from .fetching import ChecksumError, damaged, ensure, fetch
 from .layout import data_dir, path
 from .registry import DATASETS
 
@@ -27,7 +27,8 @@ def _print_list():
     print(f"data folder: {root}")
     for name, spec in DATASETS.items():
         present = sum((root / name / f).is_file() for f in spec["files"])
-        files = f"{present}/{len(spec['files'])} files"
+        bad = damaged(name, root / name) if present else []
+        files = f"{present}/{len(spec['files'])} files" + (f", {len(bad)} damaged: fetch {name} again" if bad else "")
         print(f"{name:<16}{files:<13}{spec['licence']}")  # a licence can run long: the description goes below
         print(f"{'':<29}{spec['description']}")
         print(f"{'':<29}source: {spec['source']}")

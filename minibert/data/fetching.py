@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import tempfile
 import urllib.request
 import zipfile
@@ -62,6 +63,34 @@ def fetch(names: str | Iterable[str] | None = None, *, dest: str | Path | None =
     return {name: dest / name for name in names}
 
 
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in _chunks(f):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def damaged(name: str, folder: Path, sums: dict[str, str] | None = None) -> list[str]:
+    """The dataset's files present in ``folder`` whose sha256 is not the registry's (or the mirror's
+    SHA256SUMS'): cut off by a full disk, edited by hand, or from another release. A file the
+    registry has no hash for is not checked."""
+    spec, sums = DATASETS[name], sums or {}
+    expected = {f: spec["files"].get(f) or sums.get(f"{name}/{f}") for f in spec["files"]}
+    return [f for f, digest in expected.items() if digest and (folder / f).is_file()
+            and file_sha256(folder / f) != digest]
+
+
+def _todo(name: str, folder: Path, files: list[str], force: bool, sums: dict[str, str] | None = None) -> list[str]:
+    """The files to fetch: missing ones, damaged ones (said so), or all with ``force``."""
+    if force:
+        return files
+    bad = damaged(name, folder, sums)
+    for f in bad:
+        print(f"{name}/{f} is damaged (its sha256 is not the registry's): fetching it again", file=sys.stderr)
+    return [f for f in files if f in bad or not (folder / f).exists()]
+
+
 def _mirror_sums(mirror: Path) -> dict[str, str]:
     """The mirror's ``sha256sum`` listing as {"sst2/dev.tsv": digest}; empty when it has none."""
     sums_file = mirror / "SHA256SUMS"
@@ -81,7 +110,7 @@ def _copy_from_mirror(name: str, mirror: Path, folder: Path, sums: dict[str, str
         raise FileNotFoundError(f"the mirror {mirror} has no {name}/{absent[0]}; use a complete mirror "
                                 f"or download: python -m minibert.data fetch {name} --mirror ''")
     extras = [f for f in spec.get("online_extras", ()) if (source / f).is_file()]
-    todo = [f for f in [*spec["files"], *extras] if force or not (folder / f).exists()]
+    todo = _todo(name, folder, [*spec["files"], *extras], force, sums)
     if not todo:
         return
     with tqdm(total=sum((source / f).stat().st_size for f in todo), desc=name, unit="B",
@@ -132,8 +161,7 @@ def _online(what: str, call, *args, **kwargs):
 
 def _download(name: str, folder: Path, force: bool):
     spec = DATASETS[name]
-    todo = [f for f in [*spec["files"], *spec.get("online_extras", ())]
-            if force or not (folder / f).exists()]
+    todo = _todo(name, folder, [*spec["files"], *spec.get("online_extras", ())], force)
     if not todo:
         return
     if "hub" in spec:

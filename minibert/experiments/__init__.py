@@ -1,1 +1,2 @@
-"""Experiments: the grids behind notebooks 05 and 09, each one command that writes a results file."""
+"""Experiments: the grids behind notebooks 04, 05 and 11 and the fine-tuning table of notebook 08, each one command
+that writes a results file."""

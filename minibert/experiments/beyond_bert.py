@@ -1,4 +1,4 @@
-"""BERT's successors and BERT's sizes, pre-trained on the same budget: the experiment of notebook 09.
+"""BERT's successors and BERT's sizes, pre-trained on the same budget: the experiment of notebook 11.
 
 Two questions, one grid of small pre-training runs (same text, same number of updates, same seeds),
 each model measured with notebook 05's held-out fill-in-the-blank test:
@@ -72,7 +72,7 @@ def comparison_grid(sizes=SIZES, variants=tuple(VARIANTS), seeds=(0, 1, 2),
 
 @dataclass
 class ModelComparison(PretrainingGrid):
-    """>>> comparison = ModelComparison(GridSetup(steps=800), "results/09_beyond_bert.json")
+    """>>> comparison = ModelComparison(GridSetup(steps=800), "results/11_beyond_bert.json")
     >>> results = comparison.run(comparison_grid())"""
     setup: GridSetup = field(default_factory=GridSetup)
 

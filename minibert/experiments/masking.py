@@ -308,35 +308,40 @@ def table(runs: list[dict]) -> str:
 
 
 def plot(runs: list[dict], references: dict | None = None, title: str | None = None):
-    """Held-out MLM loss and probe accuracy per strategy (and per rate), mean ± sd over seeds,
-    with the references (`MaskingAblation.measure_references`) as dashed lines."""
+    """Held-out MLM loss (top row) and probe accuracy (bottom row), mean ± sd over seeds, per strategy at
+    15% (left) and per masking rate with 80/10/10 (right), with the references
+    (`MaskingAblation.measure_references`) as dashed lines. 10 inches wide, text at 10 pt or more, so it
+    reads unshrunk in a notebook's column."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8), gridspec_kw={"width_ratios": [6, 6, 3]})
+    fig, axes = plt.subplots(2, 2, figsize=(10, 6.4), sharey="row", gridspec_kw={"width_ratios": [2, 1]})
     strategies = [s for s in STRATEGIES if any(r["strategy"] == s and r["rate"] == 0.15 for r in runs)]
-    for ax, metric, label in ((axes[0], "mlm_loss", "held-out MLM loss (lower is better)"),
-                              (axes[1], "probe_accuracy", "POS probe accuracy (higher is better)")):
+    rated = [r for r in runs if r["strategy"] == "80/10/10"]
+    lines = {"mlm_loss": [("unigram_loss", "token frequencies")],
+             "probe_accuracy": [("untrained_probe_accuracy", "untrained model"),
+                                ("majority_probe_accuracy", "word's usual tag")]}
+    for row, (metric, label) in enumerate((("mlm_loss", "held-out MLM loss (lower is better)"),
+                                           ("probe_accuracy", "POS probe accuracy (higher is better)"))):
+        by_strategy, by_rate = axes[row]
         stats = summarize([r for r in runs if r["rate"] == 0.15], metric)
-        means = [stats[(s, 0.15)][0] for s in strategies]
-        errors = [stats[(s, 0.15)][1] for s in strategies]
-        ax.errorbar(range(len(strategies)), means, yerr=errors, fmt="o", capsize=4)
-        ax.set_xticks(range(len(strategies)), strategies)
-        ax.set_xlabel("MASK / SAME / RND (%)")
-        ax.set_title(label, fontsize=10)
-    lines = {0: [("unigram_loss", "token frequencies")],
-             1: [("untrained_probe_accuracy", "untrained model"), ("majority_probe_accuracy", "word's usual tag")]}
-    for panel, refs in lines.items():
-        for (key, label), style in zip(refs, ("--", ":")):
-            if references and key in references:
-                axes[panel].axhline(references[key], color="grey", linestyle=style, label=label)
+        by_strategy.errorbar(range(len(strategies)), [stats[(s, 0.15)][0] for s in strategies],
+                             yerr=[stats[(s, 0.15)][1] for s in strategies], fmt="o", capsize=4)
+        by_strategy.set_xticks(range(len(strategies)), strategies)
+        by_strategy.set_ylabel(label.split(" (")[0])
+        by_strategy.set_title(f"{label}, by MASK / SAME / RND at 15%", fontsize=11)
+        rates = summarize(rated, metric)
+        xs = sorted(rate for _, rate in rates)
+        by_rate.errorbar([f"{x:.0%}" for x in xs], [rates[("80/10/10", x)][0] for x in xs],
+                         yerr=[rates[("80/10/10", x)][1] for x in xs], fmt="o-", capsize=4, color="C2")
+        by_rate.set_title("by masking rate, 80/10/10", fontsize=11)
+        for ax in axes[row]:
+            for (key, name), style in zip(lines[metric], ("--", ":")):
+                if references and key in references:
+                    ax.axhline(references[key], color="grey", linestyle=style, label=name)
         if references:
-            axes[panel].legend(fontsize=8, loc="best")
-    rates = summarize([r for r in runs if r["strategy"] == "80/10/10"], "mlm_loss")
-    xs = sorted(rate for _, rate in rates)
-    axes[2].errorbar([f"{x:.0%}" for x in xs], [rates[("80/10/10", x)][0] for x in xs],
-                     yerr=[rates[("80/10/10", x)][1] for x in xs], fmt="o-", capsize=4, color="C2")
-    axes[2].set_xlabel("masking rate (80/10/10)")
-    axes[2].set_title("held-out MLM loss", fontsize=10)
+            by_strategy.legend(loc="best")
+    axes[1, 0].set_xlabel("MASK / SAME / RND (%)")
+    axes[1, 1].set_xlabel("masking rate")
     if title:
         fig.suptitle(title)
     fig.tight_layout()

@@ -15,12 +15,13 @@ from pathlib import Path
 
 import torch
 
+from ..config import read_json
 from ..heads import BertForMaskedLM, BertForPreTraining
 from ..hub import WEIGHT_FILES
 from ..pretraining import (MLMMasking, build_pretraining_data, fill_in_the_blank_data, pretraining_metrics,
                            unigram_loss)
 from ..tasks import get_task
-from ..tokenizer import BertTokenizer
+from ..tokenizer import TOKENIZER_FILES, BertTokenizer
 from ..training import evaluate, find_checkpoints
 from .finetune import held_out_score, recorded_run
 
@@ -52,26 +53,43 @@ def export(settings: ExportSettings) -> Path:
     run, out = Path(settings.run), Path(settings.out)
     if out.resolve() == run.resolve():
         raise ValueError(f"--out {out} is the folder being exported; give a new folder")
-    if (run / "held_out.json").is_file() or ((run / "config.json").is_file() and not find_checkpoints(run)
-                                             and not (run / "results.json").is_file()):
-        return convert_folder(run, out, settings.dtype)
-    if (run / "results.json").is_file() and (run / "model.safetensors").is_file():
-        return export_finetuned(run, out, settings.dtype)
-    return export_pretrained(run, out, settings.dtype)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file; give a folder")
+    if any((out / name).exists() for name in ("config.json", *WEIGHT_FILES)):
+        raise ValueError(f"--out {out} already holds a model; export writes a new folder: choose another --out")
+    before = set(out.iterdir()) if out.is_dir() else set()
+    try:
+        if (run / "held_out.json").is_file() or ((run / "config.json").is_file() and not find_checkpoints(run)
+                                                 and not (run / "results.json").is_file()):
+            return convert_folder(run, out, settings.dtype)
+        if (run / "results.json").is_file() and (run / "model.safetensors").is_file():
+            return export_finetuned(run, out, settings.dtype)
+        return export_pretrained(run, out, settings.dtype)
+    except BaseException:  # no half-written folder: remove what this call wrote, nothing that was there before
+        if out.is_dir():
+            for path in set(out.iterdir()) - before:
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+            if not before:
+                out.rmdir()
+        raise
 
 
 def convert_folder(folder: Path, out: Path, dtype: str) -> Path:
     """A model folder in another precision, every other file copied: e.g. an int8 folder, which only
     minibert reads, as fp16 that transformers reads too."""
-    config = json.loads((folder / "config.json").read_text())
+    config = read_json(folder / "config.json", "config")
     name = (config.get("architectures") or ["BertModel"])[0]
     if name not in MODEL_CLASSES:
         raise ValueError(f"{folder / 'config.json'} names the architecture {name!r}; minibert exports "
                          f"{', '.join(MODEL_CLASSES)}")
     model = getattr(import_module("minibert"), name).from_pretrained(folder)
+    tokenizer = folder_tokenizer(folder)  # before anything is written: a folder without one is no use to share
     save_weights(model, out, dtype)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(out)
     for file in folder.iterdir():
-        if file.is_file() and file.name not in ("config.json", "README.md", *WEIGHT_FILES):
+        if file.is_file() and file.name not in ("config.json", "README.md", *WEIGHT_FILES, *TOKENIZER_FILES,
+                                                "tokenizer_config.json"):
             shutil.copyfile(file, out / file.name)
     card = (folder / "README.md").read_text() if (folder / "README.md").is_file() else f"# {out.name}\n"
     card += (f"\n\n## Converted\nThis folder is {folder.as_posix()} with its weights in {dtype}, written by "
@@ -79,6 +97,28 @@ def convert_folder(folder: Path, out: Path, dtype: str) -> Path:
              f"{who_loads(model, dtype)} loads them. The figures above were measured on the original weights.\n")
     (out / "README.md").write_text(card)
     return out
+
+
+def folder_tokenizer(folder: Path) -> BertTokenizer:
+    """The tokenizer a model folder goes with: its own files, or else the one of the model it was fine-tuned
+    or pre-trained from (results.json's ``model``, recipe.json's ``init_from``), as the course's int8 folders
+    ship without one. Without it, transformers would build a 5-token vocabulary that reads every word as [UNK]."""
+    if any((folder / name).is_file() for name in TOKENIZER_FILES):
+        return BertTokenizer.from_pretrained(folder)
+    base = None
+    if (folder / "results.json").is_file():
+        base = read_json(folder / "results.json", "run's results").get("model")
+    elif (folder / "recipe.json").is_file():
+        args = read_json(folder / "recipe.json", "run's recipe").get("args", {})
+        base = args.get("init_from") or args.get("tokenizer")
+    if not base:
+        raise ValueError(f"{folder} holds neither tokenizer.json nor vocab.txt, and no results.json or recipe.json "
+                         "names the model it came from; copy the tokenizer files of its base model into it first")
+    try:
+        return BertTokenizer.from_pretrained(base)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{folder} has no tokenizer of its own, and that of its base model {base} could not be "
+                         f"loaded ({e}); nothing was written") from None
 
 
 def save_weights(model, out: Path, dtype: str) -> None:
@@ -111,7 +151,11 @@ def export_pretrained(run: Path, out: Path, dtype: str) -> Path:
     if not checkpoints or not (run / "recipe.json").exists():
         raise FileNotFoundError(f"{run} holds no finished minibert pretrain run (step-N/ and recipe.json) "
                                 "and no minibert finetune output (model.safetensors and results.json)")
-    recipe = json.loads((run / "recipe.json").read_text())
+    recipe = read_json(run / "recipe.json", "run's recipe")
+    if not recipe["args"].get("eval_corpus") and recipe["args"]["objective"] != "none":
+        raise ValueError(f"{run} was pre-trained without held-out text (--eval-corpus), and the model card scores "
+                         "the exported weights on it, sentence pairs included: resume the run with --eval-corpus "
+                         "TEXT (two or more documents) for one more step, then export it")
     model_class = BertForMaskedLM if recipe["args"]["objective"] == "none" else BertForPreTraining
     model = model_class.from_pretrained(checkpoints[-1])
     save_weights(model, out, dtype)
@@ -207,7 +251,7 @@ def export_finetuned(run: Path, out: Path, dtype: str) -> Path:
     The card gives the held-out metric of the run and of the exported weights loaded back, so the
     cost of fp16 or int8 storage is measured, not assumed.
     """
-    recorded = json.loads((run / "results.json").read_text())
+    recorded = read_json(run / "results.json", "run's results")
     task = get_task(recorded["task"])
     model = task.model_class.from_pretrained(run)
     save_weights(model, out, dtype)

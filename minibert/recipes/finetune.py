@@ -37,6 +37,7 @@ from pathlib import Path
 
 import torch
 
+from ..config import read_json
 from ..tasks import get_task, tagging
 from ..tokenizer import BertTokenizer
 from ..training import PRECISIONS, TrainConfig, Trainer, find_checkpoints, pick_device
@@ -246,7 +247,7 @@ def recorded_run(model_dir, task: str) -> tuple[dict, Hyperparameters]:
     recorded = {}
     results_file = Path(model_dir) / "results.json"
     if results_file.is_file():
-        recorded = json.loads(results_file.read_text())
+        recorded = read_json(results_file, "run's results")
         if recorded.get("task") != task:
             raise ValueError(f"{model_dir} was fine-tuned on {recorded.get('task')!r}, not {task!r}")
     known = {f.name for f in fields(Hyperparameters)}

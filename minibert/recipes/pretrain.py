@@ -15,12 +15,12 @@ from pathlib import Path
 
 import torch
 
-from ..config import ALBERT_PRESETS, PRESETS, BertConfig
+from ..config import ALBERT_PRESETS, PRESETS, BertConfig, read_json
 from ..heads import BertForMaskedLM, BertForPreTraining
 from ..pretraining import (OBJECTIVES, MLMMasking, build_pretraining_data, fill_in_the_blank_data, load_documents,
                            pretraining_metrics, unigram_loss)
 from ..tokenizer import BertTokenizer
-from ..training import PRECISIONS, TrainConfig, Trainer
+from ..training import PRECISIONS, TrainConfig, Trainer, find_checkpoints
 
 DEFAULT_TOKENIZER = "sentence-transformers/all-MiniLM-L6-v2"  # the bert-base-uncased vocabulary
 
@@ -92,10 +92,45 @@ class PretrainSettings:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
 
 
+# Settings that decide the data, the masks and the model: a run resumed with other values would silently be a
+# different run under the old run's recipe.json (the model card's provenance), so resuming refuses them.
+RUN_DEFINING = ("corpus", "objective", "max_seq_len", "mlm_probability", "mask_same_rnd", "whole_word",
+                "static_masking", "preset", "vocab_size", "init_from", "tokenizer", "pre_layer_norm", "dropout",
+                "seed")
+
+
+def check_out_folder(s: PretrainSettings) -> None:
+    """Everything about ``out`` that can go wrong is found before anything is written to it."""
+    out = Path(s.out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file, not a folder; choose a folder for the run")
+    checkpoints = find_checkpoints(out) if out.is_dir() else []
+    if not s.resume:
+        if checkpoints:
+            raise ValueError(f"{out} already holds a pre-training run ({checkpoints[-1].name}): --resume goes on "
+                             "with it, or choose another --out; nothing was written")
+        if (out / "tokenizer").exists() or (out / "recipe.json").exists():
+            raise ValueError(f"{out} holds the tokenizer or recipe of another run; choose another --out (nothing "
+                             "was written)")
+        return
+    recipe_file = out / "recipe.json"
+    if not checkpoints or not recipe_file.is_file():
+        return  # nothing to compare with: the Trainer says that it starts at step 0
+    recorded = read_json(recipe_file, "run's recipe").get("args", {})
+    now = json.loads(json.dumps(asdict(s), default=str))
+    changed = [f"--{name.replace('_', '-')} {now[name]!r} (the run: {recorded[name]!r})"
+               for name in RUN_DEFINING if name in recorded and recorded[name] != now[name]]
+    if changed:
+        raise ValueError(f"--resume with settings other than the run in {out}: " + "; ".join(changed) +
+                         ". Resume with the run's own flags (its recipe.json lists them), or start a new run in "
+                         "another --out; nothing was written")
+
+
 def pretrain(settings: PretrainSettings) -> Path:
     """Run the recipe; returns the folder of the final checkpoint."""
     s = settings
     out = Path(s.out)
+    check_out_folder(s)
     tokenizer_dir = out / "tokenizer"
     if s.resume and tokenizer_dir.exists():
         tokenizer = BertTokenizer.from_pretrained(tokenizer_dir)  # the vocabulary the checkpoint was trained with

@@ -14,10 +14,12 @@ The paper's other way to use BERT is feature-based (§5.3, Table 7): freeze the 
 only a model on its hidden states: the last layer, the second to last, the last four concatenated,
 or a learned weighted sum of the layers (`FEATURE_VARIANTS`). The paper put a two-layer BiLSTM on
 those features for NER; here a linear probe reads them (`minibert.analysis.probing`), the strictest test of
-what the frozen vectors hold, and is compared with fine-tuning on the same split.
+what the frozen vectors hold, and is compared with fine-tuning on the same split. `feature_based` scores
+POS by word accuracy and NER (`minibert.tasks.ner`, the task of Table 7) by entity-level F1.
 """
 from __future__ import annotations
 
+from collections import Counter
 from itertools import chain
 
 import torch
@@ -26,7 +28,7 @@ from tqdm.auto import tqdm
 
 from ..analysis.conllu import load_ud_english_ewt
 from ..heads import IGNORE_INDEX
-from ..analysis.probing import LinearProbe, majority_accuracy, word_features
+from ..analysis.probing import LinearProbe, word_features
 from ..training import batches_by_length, pad, pad_with_mask
 
 UPOS = ("ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM", "PART", "PRON", "PROPN", "PUNCT",
@@ -176,39 +178,71 @@ def variant_features(states: Tensor, variant: str) -> Tensor:
     return chosen if combine == "weighted_sum" else chosen.flatten(1)      # (N, k, H) or (N, k·H)
 
 
-def feature_based(model: nn.Module, tokenizer, train, test, variants: tuple[str, ...] = tuple(FEATURE_VARIANTS),
-                  batch_size: int = 64, seed: int = 0) -> dict[str, float]:
-    """Word accuracy on ``test`` of a linear probe per variant, trained on ``train``'s frozen features.
+SCORES = ("accuracy", "entity_f1")  # what `feature_based` measures: POS's word accuracy, NER's entity-level F1
 
-    ``train``, ``test``: ``words`` / ``tags`` datasets (`load_pos`). The encoder runs once per set and
-    every variant reads its layers from the same features (N words × (L + 1) layers × H floats:
-    25k words of MiniLM take 270 MB). Also returns ``majority_baseline``: each word's most frequent
-    training tag. A word cut off by the model's length counts as wrong.
+
+def feature_based(model: nn.Module, tokenizer, train, test, variants: tuple[str, ...] = tuple(FEATURE_VARIANTS),
+                  batch_size: int = 64, seed: int = 0, score: str = "accuracy") -> dict[str, float]:
+    """The score on ``test`` of a linear probe per variant, trained on ``train``'s frozen features.
+
+    ``train``, ``test``: ``words`` / ``tags`` datasets (`load_pos`, or `ner.load_ner` with
+    ``score="entity_f1"``); the tags' names come from the dataset. ``score``: ``"accuracy"`` over
+    the words, or ``"entity_f1"``, seqeval's entity-level F1 of the probe's tags (`ner.entity_scores`).
+    The encoder runs once per set, on the sentences sorted by length (little padding), and every
+    variant reads its layers from the same features (N words × (L + 1) layers × H floats: 25k words
+    of MiniLM take 270 MB). Also returns ``majority_baseline``: each word's most frequent training
+    tag (`majority_tags`), scored the same way. A word cut off by the model's length counts as
+    wrong (in NER it is tagged ``O``, as `ner.word_tags` does).
     """
     unknown = [v for v in variants if v not in FEATURE_VARIANTS]
     if unknown:
         raise ValueError(f"unknown feature variant(s) {unknown}; choose from {', '.join(FEATURE_VARIANTS)}")
+    if score not in SCORES:
+        raise ValueError(f"score must be one of {', '.join(SCORES)}, got {score!r}")
+    names = tuple(train.features["tags"].feature.names)
     all_layers = tuple(range(getattr(model, "bert", model).config.num_hidden_layers + 1))
 
-    def features(dataset) -> tuple[Tensor, Tensor, int]:
-        rows = dataset[:]
-        states, kept = word_features(model, tokenizer, rows["words"], all_layers, batch_size, stack=True)
-        return states, torch.tensor(list(chain.from_iterable(rows["tags"])))[kept], len(kept)  # (N, L+1, H), (N,)
+    def features(rows) -> tuple[Tensor, Tensor, Tensor, list[list[int]]]:
+        """(N, L+1, H) states of the N words the model read, their (N,) tags, which of all the words it read
+        (a boolean mask), and each sentence's tags; sentence by sentence, from the shortest."""
+        order = sorted(range(len(rows["words"])), key=lambda i: len(rows["words"][i]))
+        tags = [rows["tags"][i] for i in order]
+        states, kept = word_features(model, tokenizer, [rows["words"][i] for i in order], all_layers, batch_size,
+                                     stack=True)
+        return states, torch.tensor(list(chain.from_iterable(tags)))[kept], kept, tags
 
-    train_states, train_tags, _ = features(train)
-    test_states, test_tags, test_words = features(test)
+    def scored(predicted: list[list[int]], gold: list[list[int]]) -> float:
+        """Tag ids predicted for every word of every sentence, against the ``gold`` ones."""
+        if score == "accuracy":
+            return sum(p == t for row, right in zip(predicted, gold) for p, t in zip(row, right)) / sum(map(len, gold))
+        from seqeval.metrics import f1_score  # conlleval's entity F1, as `ner.entity_scores` reports it
+        as_names = lambda rows: [[names[t] for t in row] for row in rows]
+        return float(f1_score(as_names(gold), as_names(predicted)))
+
+    train_rows, test_rows = train[:], test[:]
+    train_states, train_tags, _, _ = features(train_rows)
+    test_states, _, test_kept, test_gold = features(test_rows)
     results = {}
     for variant in variants:
         x_train, x_test = variant_features(train_states, variant), variant_features(test_states, variant)
         torch.manual_seed(seed)
-        probe = LinearProbe(x_train.shape[-1], len(UPOS), num_layers=x_train.shape[1] if x_train.dim() == 3 else None)
+        probe = LinearProbe(x_train.shape[-1], len(names), num_layers=x_train.shape[1] if x_train.dim() == 3 else None)
         probe.fit(x_train, train_tags)
-        results[variant] = probe.accuracy(x_test, test_tags) * len(test_tags) / test_words
-    results["majority_baseline"] = majority_accuracy(word_tag_pairs(train), word_tag_pairs(test))
+        every = torch.full((len(test_kept),), -1 if score == "accuracy" else names.index("O"))  # cut off: wrong, or O
+        with torch.no_grad():
+            every[test_kept] = probe(x_test).argmax(-1)
+        results[variant] = scored([row.tolist() for row in every.split([len(t) for t in test_gold])], test_gold)
+    results["majority_baseline"] = scored(majority_tags(train_rows["words"], train_rows["tags"], test_rows["words"]),
+                                          test_rows["tags"])
     return results
 
 
-def word_tag_pairs(dataset) -> list[list[tuple[str, str]]]:
-    """A ``words`` / ``tags`` dataset as sentences of (word, UPOS) pairs, the form `minibert.analysis.probing` reads."""
-    rows = dataset[:]
-    return [[(word, UPOS[t]) for word, t in zip(words, tags)] for words, tags in zip(rows["words"], rows["tags"])]
+def majority_tags(words: list[list[str]], tags: list[list], sentences: list[list[str]]) -> list[list]:
+    """The word-identity baseline: each word of ``sentences`` gets its most frequent tag in the training
+    ``words`` / ``tags`` (case ignored), a word never seen the most frequent tag overall."""
+    by_word = {}
+    for word, tag in zip(chain.from_iterable(words), chain.from_iterable(tags)):
+        by_word.setdefault(word.lower(), Counter())[tag] += 1
+    overall = Counter(chain.from_iterable(tags)).most_common(1)[0][0]
+    return [[by_word[w.lower()].most_common(1)[0][0] if w.lower() in by_word else overall for w in sentence]
+            for sentence in sentences]

@@ -21,6 +21,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
+from ..config import read_json
 from ..hub import tied_aliases
 from .config import RESUME_SAFE_FIELDS
 from .history import History
@@ -91,7 +92,7 @@ def checkpoint_to_resume(resume: bool | str | os.PathLike, out_dir: str | None, 
             raise ValueError("fit(resume=True) looks for checkpoints in config.out_dir, which is None")
         checkpoints = find_checkpoints(out_dir)
         if not checkpoints and is_main:
-            logger.info("no checkpoint in %s yet: training from scratch", out_dir)
+            logger.warning("resume: %s holds no checkpoint to resume from, so training starts at step 0", out_dir)
         return checkpoints[-1] if checkpoints else None
     if not (Path(resume) / "trainer_state.json").exists():
         raise FileNotFoundError(f"{resume} is not a checkpoint folder (a step-NNNNNN folder that fit() wrote)")
@@ -142,7 +143,7 @@ def load_checkpoint(path: str | os.PathLike, model: nn.Module, optimizer: torch.
     from ``seed``, its rank and the step.
     """
     path = Path(path)
-    state = json.loads((path / "trainer_state.json").read_text())
+    state = read_json(path / "trainer_state.json", "checkpoint's trainer state")
     tensors = load_file(path / "trainer_state.safetensors")
     missing, unexpected = model.load_state_dict(load_file(path / "model.safetensors"), strict=False)
     missing = set(missing) - set(tied_aliases(model))  # the tied MLM decoder is stored once

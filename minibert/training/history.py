@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from ..atomic import atomic_path
+from ..config import read_json
 
 
 class History:
@@ -43,4 +44,4 @@ class History:
 
     @classmethod
     def from_json(cls, path: str | os.PathLike) -> "History":
-        return cls(json.loads(Path(path).read_text()))
+        return cls(read_json(Path(path), "training history", expect=list))

@@ -13,10 +13,13 @@ which averages the gradients. A run stops at any step and resumes exactly (`chec
 """
 from __future__ import annotations
 
+import logging
 import math
 import os
+import signal
+import threading
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict
 from pathlib import Path
 
@@ -25,16 +28,19 @@ import torch.distributed as dist
 from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, default_collate
+from safetensors import SafetensorError
 from tqdm.auto import tqdm
 
 from .batching import example_lengths, group_by_length, to_device
-from .checkpoint import (checkpoint_to_resume, load_checkpoint, rng_state, save_checkpoint, seed_everything,
-                         warn_about_changes)
+from .checkpoint import (checkpoint_to_resume, find_checkpoints, load_checkpoint, rng_state, save_checkpoint,
+                         seed_everything, warn_about_changes)
 from .config import TrainConfig
 from .evaluate import evaluate
 from .history import History
 from .precision import AUTOCAST_DTYPES, flops_per_token, peak_flops, pick_device, pick_precision
 from .schedule import make_optimizer, warmup_linear_decay
+
+logger = logging.getLogger(__name__)
 
 
 class Trainer:
@@ -129,7 +135,7 @@ class Trainer:
         cfg = self.config
         checkpoint = checkpoint_to_resume(resume, cfg.out_dir, fresh=self.step == 0, is_main=self.is_main)
         if checkpoint is not None:
-            self.load_checkpoint(checkpoint)
+            self._load_latest_readable(checkpoint, find_checkpoints(cfg.out_dir) if resume is True else [checkpoint])
         elif self.step == 0:
             seed_everything(cfg.seed + self.rank)  # processes drop out different units
         bar = tqdm(total=cfg.max_steps, initial=self.step, desc="training", dynamic_ncols=True,
@@ -138,52 +144,97 @@ class Trainer:
         window_start, window_cpu, window_tokens, window_loss, window_steps = start, time.process_time(), 0, 0.0, 0
         batches = self._micro_batches()
         self.model.train()
-        try:
-            while self.step < cfg.max_steps:
-                lr = self.lr_at(self.step)
-                for group in self.optimizer.param_groups:
-                    group["lr"] = lr
-                loss, tokens, seq_len = self._accumulate_gradients(batches)
-                grad_norm = self._optimizer_step()
-                self.step += 1
-                bar.update()
-                window_tokens, window_loss, window_steps = window_tokens + tokens, window_loss + loss, window_steps + 1
-                done = self.step == cfg.max_steps or self._out_of_time(start)
-                if self.step % cfg.log_every == 0 or done:
-                    seconds = time.perf_counter() - window_start
-                    record = {"loss": (window_loss / window_steps).item(), "lr": lr,  # .item() waits for the GPU
-                              "tokens_per_s": window_tokens * self.world_size / seconds,
-                              # CPU time of this process (all its threads): a CPU budget that other jobs do not skew
-                              "cpu_s_per_step": (time.process_time() - window_cpu) / window_steps}
-                    if grad_norm is not None:
-                        record["grad_norm"] = grad_norm.item()
-                    if self.peak_flops and hasattr(self.model, "config"):  # model FLOPs utilisation, per GPU
-                        flops_per_s = flops_per_token(self.model, seq_len) * window_tokens / seconds
-                        record["mfu"] = flops_per_s / self.peak_flops
-                    if not math.isfinite(record["loss"]):
-                        raise FloatingPointError(f"the loss is {record['loss']} at step {self.step}: lower lr (now "
-                                                 f"{lr:.2e}), keep grad_clip on, or train in bf16/fp32 rather than fp16")
-                    self.history.append(self.step, **record)
-                    bar.set_postfix({k: f"{v:.3g}" for k, v in record.items()})
-                if self.eval_data is not None and (done or cfg.eval_every and self.step % cfg.eval_every == 0):
-                    metrics = self.evaluate()
-                    self.history.append(self.step, **metrics)
-                    self._say(bar, f"step {self.step}: " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
-                if cfg.out_dir and (done or cfg.save_every and self.step % cfg.save_every == 0):
-                    self.save_checkpoint()
-                if done:
-                    if self.step < cfg.max_steps:
-                        then = "fit(resume=True) goes on from here" if cfg.out_dir else "no out_dir: nothing saved"
-                        self._say(bar, f"time budget of {cfg.time_budget_s}s used up at step {self.step}; {then}")
-                    break
-                if self.step % cfg.log_every == 0:  # a new window; evaluation and saving just now do not count
-                    window_start, window_cpu, window_tokens, window_loss, window_steps = (
-                        time.perf_counter(), time.process_time(), 0, 0.0, 0)
-        finally:
-            bar.close()
-            if self.owns_process_group:
-                dist.destroy_process_group()
+        with self._deferred_interrupt() as interrupted:
+            try:
+                while self.step < cfg.max_steps:
+                    lr = self.lr_at(self.step)
+                    for group in self.optimizer.param_groups:
+                        group["lr"] = lr
+                    loss, tokens, seq_len = self._accumulate_gradients(batches)
+                    grad_norm = self._optimizer_step()
+                    self.step += 1
+                    bar.update()
+                    window_tokens, window_loss = window_tokens + tokens, window_loss + loss
+                    window_steps += 1
+                    stopping = interrupted()  # Ctrl-C: end with this update, save, then stop
+                    done = self.step == cfg.max_steps or self._out_of_time(start) or stopping
+                    if self.step % cfg.log_every == 0 or done:
+                        seconds = time.perf_counter() - window_start
+                        record = {"loss": (window_loss / window_steps).item(), "lr": lr,  # .item() waits for the GPU
+                                  "tokens_per_s": window_tokens * self.world_size / seconds,
+                                  # CPU time of this process (all its threads): a CPU budget that other jobs do not skew
+                                  "cpu_s_per_step": (time.process_time() - window_cpu) / window_steps}
+                        if grad_norm is not None:
+                            record["grad_norm"] = grad_norm.item()
+                        if self.peak_flops and hasattr(self.model, "config"):  # model FLOPs utilisation, per GPU
+                            flops_per_s = flops_per_token(self.model, seq_len) * window_tokens / seconds
+                            record["mfu"] = flops_per_s / self.peak_flops
+                        if not math.isfinite(record["loss"]):
+                            raise FloatingPointError(f"the loss is {record['loss']} at step {self.step}: lower lr "
+                                                     f"(now {lr:.2e}), keep grad_clip on, or train in bf16/fp32 "
+                                                     "rather than fp16")
+                        self.history.append(self.step, **record)
+                        bar.set_postfix({k: f"{v:.3g}" for k, v in record.items()})
+                    if self.eval_data is not None and not stopping and (
+                            done or cfg.eval_every and self.step % cfg.eval_every == 0):
+                        metrics = self.evaluate()
+                        self.history.append(self.step, **metrics)
+                        self._say(bar, f"step {self.step}: " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
+                    if cfg.out_dir and (done or cfg.save_every and self.step % cfg.save_every == 0):
+                        self.save_checkpoint()
+                    if done:
+                        if self.step < cfg.max_steps:
+                            then = "fit(resume=True) goes on from here" if cfg.out_dir else "no out_dir: nothing saved"
+                            why = "interrupted" if stopping else f"time budget of {cfg.time_budget_s}s used up"
+                            self._say(bar, f"{why} at step {self.step}; {then}")
+                        if stopping:
+                            raise KeyboardInterrupt(f"stopped at step {self.step}"
+                                                    + (f", saved in {cfg.out_dir}" if cfg.out_dir else ""))
+                        break
+                    if self.step % cfg.log_every == 0:  # a new window; evaluation and saving just now do not count
+                        window_start, window_cpu, window_tokens, window_loss, window_steps = (
+                            time.perf_counter(), time.process_time(), 0, 0.0, 0)
+            finally:
+                bar.close()
+                if self.owns_process_group:
+                    dist.destroy_process_group()
         return self.history
+
+    @contextmanager
+    def _deferred_interrupt(self):
+        """Ctrl-C (or a notebook's interrupt) during training ends the update under way, saves a checkpoint
+        (when there is an out_dir), then raises KeyboardInterrupt: nothing is lost, and resuming is exact,
+        because a checkpoint is only ever taken between two updates. A second Ctrl-C stops at once.
+        Yields a function that says whether an interrupt is waiting."""
+        if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+            yield lambda: False
+            return
+        asked = []
+
+        def on_interrupt(signum, frame):
+            if asked:
+                raise KeyboardInterrupt
+            asked.append(True)
+        previous = signal.signal(signal.SIGINT, on_interrupt)
+        try:
+            yield lambda: bool(asked)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    def _load_latest_readable(self, checkpoint: Path, kept: list[Path]) -> None:
+        """Load ``checkpoint``; if it is damaged (a disk that filled up, a file cut off), fall back to the
+        kept checkpoints before it, newest first, and say so."""
+        candidates = [checkpoint] + [p for p in reversed(kept) if p != checkpoint and p.name < checkpoint.name]
+        for k, path in enumerate(candidates):
+            try:
+                self.load_checkpoint(path)
+                return
+            except (ValueError, KeyError, OSError, SafetensorError) as e:
+                if k == len(candidates) - 1:
+                    raise ValueError(f"{path} cannot be resumed from ({e}), and no earlier checkpoint is kept: "
+                                     "start a new run in another out_dir") from None
+                logger.warning("%s cannot be resumed from (%s); resuming from %s instead", path, e,
+                               candidates[k + 1])
 
     def _say(self, bar: tqdm, message: str) -> None:
         if not bar.disable:  # tqdm.write prints above the bar, whichever process calls it

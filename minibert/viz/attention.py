@@ -101,7 +101,7 @@ def stack_attentions(attentions, tokens=None) -> Tensor:
     return attentions
 
 
-def plot_attention(weights, queries, keys, ax=None, title=None, annotate=False, fontsize=9):
+def plot_attention(weights, queries, keys, ax=None, title=None, annotate=False, fontsize=10):
     """Draw one (T_q, T_k) attention matrix with its tokens on the axes; returns the image for a colorbar."""
     ax = ax or plt.gca()
     if isinstance(weights, torch.Tensor):  # matplotlib converts tensors through a deprecated numpy path

@@ -200,6 +200,37 @@ def plot_figure3(tokens: list[str] = ("the", "man", "went", "to", "the", "store"
     return fig
 
 
+# --- Figure 2 -------------------------------------------------------------------------------------
+SEGMENT_COLOURS = ("#dbe8f6", "#fbe3cf")  # sentence A, sentence B
+
+
+def plot_input_representation(tokens: list[str], input_ids: list[int], token_type_ids: list[int],
+                              width: float = 9.8) -> Figure:
+    """Figure 2 of the paper for one encoded pair: each position's input is the sum of its token's
+    embedding (row ``input_id`` of the table), its segment's (E_A for token type 0, E_B for 1) and its
+    position's (E_0, E_1, ...).
+    Token boxes are coloured by segment, so the [SEP] that closes A is seen to belong to A. ``width``
+    inches holds at most about 13 positions at a readable size: encode a short pair."""
+    if not len(tokens) == len(input_ids) == len(token_type_ids):
+        raise ValueError(f"{len(tokens)} tokens, {len(input_ids)} ids and {len(token_type_ids)} token types: "
+                         "pass one id and one type per token")
+    fig, ax = inch_canvas(width, 2.7)
+    centres, w = slots(len(tokens), 1.6, width - 0.05, widest=0.8, gap=0.06)
+    rows = [("input", tokens, [SEGMENT_COLOURS[t] for t in token_type_ids]),
+            ("token", [f"E[{i}]" for i in input_ids], [EMBEDDING] * len(tokens)),
+            ("segment", ["E_A" if t == 0 else "E_B" for t in token_type_ids],
+             [SEGMENT_COLOURS[t] for t in token_type_ids]),
+            ("position", [f"E_{i}" for i in range(len(tokens))], [EMBEDDING] * len(tokens))]
+    for k, (name, texts, colours) in enumerate(rows):
+        y = 2.35 - 0.62 * k
+        ax.text(0.05, y, f"+ {name}" if k > 1 else name, fontsize=FONT, va="center",
+                fontweight="bold" if k == 0 else "normal")
+        for text, x, colour in zip(texts, centres, colours):
+            box(ax, x, y, w, 0.4, text, colour, fontsize=10 if len(text) > 6 else FONT)
+    ax.plot([1.5, width - 0.05], [2.04, 2.04], color=FAINT, linewidth=1)
+    return fig
+
+
 # --- Figure 4 -------------------------------------------------------------------------------------
 class Figure4Panel(NamedTuple):
     title: str

@@ -6,9 +6,9 @@ import matplotlib.pyplot as plt
 
 def plot_history(history):
     """Loss (train and eval), learning rate and any other eval metric against the step of a
-    `minibert.training.History`; returns the figure."""
+    `minibert.training.History`; returns the figure, 10 inches wide so a notebook shows it unshrunk."""
     metrics = sorted({k for r in history.records for k in r if k.startswith("eval_") and k != "eval_loss"})
-    fig, axes = plt.subplots(1, 2 + bool(metrics), figsize=(5 * (2 + bool(metrics)), 3.5), squeeze=False)
+    fig, axes = plt.subplots(1, 2 + bool(metrics), figsize=(10, 3.5), squeeze=False)
     loss_ax, lr_ax = axes[0, 0], axes[0, 1]
     loss_ax.plot(*history.series("loss"), label="train")
     if history.last("eval_loss") is not None:
