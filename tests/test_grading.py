@@ -296,7 +296,14 @@ def test_one_broken_notebook_costs_only_its_own_points_and_says_why(tmp_path, de
         nb.cells.insert(0, nbformat.v4.new_code_cell("import os\nos._exit(1)  # the kernel dies"))
         nbformat.write(nb, path)
 
+    def duplicated_test_cell(path):
+        nb = nbformat.read(path, as_version=4)
+        k = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "softmax_tests")
+        nb.cells.insert(k, nbformat.from_dict(dict(nb.cells[k])))
+        nbformat.write(nb, path)
+
     cases = {"invalid JSON": (lambda p: p.write_text('{"cells": [', encoding="utf-8"), "is not a readable notebook"),
+             "duplicated cell": (duplicated_test_cell, "nbgrader could not grade 02_demo.ipynb"),
              "stripped metadata": (without_test_metadata, "not in the submitted notebook"),
              "dying kernel": (killing_the_kernel, "nbgrader could not grade 02_demo.ipynb")}
     for label, (damage, reason) in cases.items():
