@@ -52,3 +52,20 @@ def fresh_data_dir(folder, needed: str):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MINIBERT_DATA_DIR", str(folder))
         yield
+
+
+def module_fixtures(needed: str):
+    """A fine-tuning test module's two fixtures: one torch thread for the whole module (autouse), and
+    ``data_home``, a fresh data folder filled from the mirror, which must hold ``needed``.
+    Use as ``one_thread, data_home = module_fixtures("sst2/train.tsv")``."""
+    @pytest.fixture(scope="module", autouse=True)
+    def one_thread():
+        with one_torch_thread():
+            yield
+
+    @pytest.fixture(scope="module")
+    def data_home(tmp_path_factory):
+        with fresh_data_dir(tmp_path_factory.mktemp("data"), needed):
+            yield
+
+    return one_thread, data_home

@@ -13,20 +13,11 @@ from minibert.recipes.finetune import PRESETS, FinetuneSettings, hyperparameters
 from minibert.analysis.probing import LinearProbe, WeightedLayerSum, tagging_probe, word_features
 from minibert.tasks import sst2, tagging
 from minibert.training import batches_by_length, pad
-from offline import MINILM as MODEL, fresh_data_dir, one_torch_thread
+from offline import MINILM as MODEL, module_fixtures
 
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    with one_torch_thread():
-        yield
-
-
-@pytest.fixture(scope="module")
-def data_home(tmp_path_factory):
-    with fresh_data_dir(tmp_path_factory.mktemp("data"), "sst2/train.tsv"):
-        yield
+one_thread, data_home = module_fixtures("sst2/train.tsv")
 
 
 def tiny_config(tokenizer, **overrides):

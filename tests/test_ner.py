@@ -9,19 +9,10 @@ from torch import nn
 
 from minibert import BertConfig, BertForTokenClassification
 from minibert.tasks import get_task, ner, tagging
-from offline import fresh_data_dir, one_torch_thread
+from offline import module_fixtures
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    with one_torch_thread():
-        yield
-
-
-@pytest.fixture(scope="module")
-def data_home(tmp_path_factory):
-    with fresh_data_dir(tmp_path_factory.mktemp("data"), "conll2003/eng.train"):
-        yield
+one_thread, data_home = module_fixtures("conll2003/eng.train")
 
 
 # --- IOB1 -> IOB2 and reading the files -----------------------------------------------------------------------

@@ -9,19 +9,10 @@ import torch
 from minibert import BertConfig, BertForSequenceClassification
 from minibert.cli import evaluate_parser, finetune_parser, main
 from minibert.tasks import TASKS, get_task, pairs
-from offline import MINILM, fresh_data_dir, one_torch_thread
+from offline import MINILM, module_fixtures
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    with one_torch_thread():
-        yield
-
-
-@pytest.fixture(scope="module")
-def data_home(tmp_path_factory):
-    with fresh_data_dir(tmp_path_factory.mktemp("data"), "mrpc/msr_paraphrase_train.txt"):
-        yield
+one_thread, data_home = module_fixtures("mrpc/msr_paraphrase_train.txt")
 
 
 def tiny_model(tokenizer, num_labels):
