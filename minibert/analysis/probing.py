@@ -16,6 +16,7 @@ scalar mix), which the probe learns together with its classifier.
 from __future__ import annotations
 
 from collections import Counter
+from itertools import chain
 
 import torch
 from torch import Tensor, nn
@@ -168,16 +169,23 @@ def tagging_probe(model: nn.Module, tokenizer, train: list[list[tuple[str, str]]
     return result
 
 
+def majority_tags(words: list[list[str]], tags: list[list], sentences: list[list[str]]) -> list[list]:
+    """The word-identity baseline: each word of ``sentences`` gets its most frequent tag in the training
+    ``words`` / ``tags`` (case ignored), a word never seen the most frequent tag overall."""
+    by_word = {}
+    for word, tag in zip(chain.from_iterable(words), chain.from_iterable(tags)):
+        by_word.setdefault(word.lower(), Counter())[tag] += 1
+    overall = Counter(chain.from_iterable(tags)).most_common(1)[0][0]
+    return [[by_word[w.lower()].most_common(1)[0][0] if w.lower() in by_word else overall for w in sentence]
+            for sentence in sentences]
+
+
 def majority_accuracy(train: list[list[tuple[str, str]]], test: list[list[tuple[str, str]]]) -> float:
-    """The word-identity baseline: each word's most frequent training tag."""
-    by_word: dict[str, Counter] = {}
-    for sentence in train:
-        for word, tag in sentence:
-            by_word.setdefault(word.lower(), Counter())[tag] += 1
-    overall = Counter(tag for sentence in train for _, tag in sentence).most_common(1)[0][0]
-    pairs = [(w, t) for s in test for w, t in s]
-    hits = sum((by_word[w.lower()].most_common(1)[0][0] if w.lower() in by_word else overall) == t for w, t in pairs)
-    return hits / len(pairs)
+    """The word-identity baseline's accuracy: each word's most frequent training tag (`majority_tags`)."""
+    unzip = lambda sentences: ([[w for w, _ in s] for s in sentences], [[t for _, t in s] for s in sentences])
+    guessed = majority_tags(*unzip(train), unzip(test)[0])
+    pairs = [(g, t) for guesses, sentence in zip(guessed, test) for g, (_, t) in zip(guesses, sentence)]
+    return sum(g == t for g, t in pairs) / len(pairs)
 
 
 @torch.inference_mode()

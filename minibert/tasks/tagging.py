@@ -19,7 +19,6 @@ POS by word accuracy and NER (`minibert.tasks.ner`, the task of Table 7) by enti
 """
 from __future__ import annotations
 
-from collections import Counter
 from itertools import chain
 
 import torch
@@ -28,7 +27,7 @@ from tqdm.auto import tqdm
 
 from ..analysis.conllu import load_ud_english_ewt
 from ..heads import IGNORE_INDEX
-from ..analysis.probing import LinearProbe, word_features
+from ..analysis.probing import LinearProbe, majority_tags, word_features
 from ..training import batches_by_length, pad, pad_with_mask
 
 UPOS = ("ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM", "PART", "PRON", "PROPN", "PUNCT",
@@ -235,14 +234,3 @@ def feature_based(model: nn.Module, tokenizer, train, test, variants: tuple[str,
     results["majority_baseline"] = scored(majority_tags(train_rows["words"], train_rows["tags"], test_rows["words"]),
                                           test_rows["tags"])
     return results
-
-
-def majority_tags(words: list[list[str]], tags: list[list], sentences: list[list[str]]) -> list[list]:
-    """The word-identity baseline: each word of ``sentences`` gets its most frequent tag in the training
-    ``words`` / ``tags`` (case ignored), a word never seen the most frequent tag overall."""
-    by_word = {}
-    for word, tag in zip(chain.from_iterable(words), chain.from_iterable(tags)):
-        by_word.setdefault(word.lower(), Counter())[tag] += 1
-    overall = Counter(chain.from_iterable(tags)).most_common(1)[0][0]
-    return [[by_word[w.lower()].most_common(1)[0][0] if w.lower() in by_word else overall for w in sentence]
-            for sentence in sentences]
