@@ -134,15 +134,15 @@ def load_state_dict(weights: Path) -> dict[str, torch.Tensor]:
     return dequantize_int8(state) if is_int8(state) else state
 
 
-def saved_together(config_file: Path, weights: Path) -> None:
+def saved_together(config_file: Path, stored: dict, weights: Path) -> None:
     """Refuse a folder whose config.json and weights come from two different `save_pretrained` calls.
 
     Each save writes the weights, then config.json, each file atomically; an interruption between the two
     (or a stale weights file of the other format) would otherwise pair new weights with an old config and
     compute garbage without a word. Both files carry the same random save id; folders written elsewhere
-    (transformers, older minibert) have none and are not checked.
+    (transformers, older minibert) have none and are not checked. ``stored``: config.json as read.
     """
-    saved = read_json(config_file, "config").get(SAVE_ID)
+    saved = stored.get(SAVE_ID)
     if saved is None or weights.suffix != ".safetensors":
         return
     try:
@@ -192,8 +192,9 @@ class PretrainedMixin:
         """
         files = resolve(name_or_path, [("config.json",), WEIGHT_FILES])
         config_file, weights = files["config.json"], next(files[f] for f in WEIGHT_FILES if f in files)
-        saved_together(config_file, weights)
-        config = (config or BertConfig.from_dict(read_json(config_file, "config"))).replace(**config_overrides)
+        stored = read_json(config_file, "config")
+        saved_together(config_file, stored, weights)
+        config = (config or BertConfig.from_dict(stored)).replace(**config_overrides)
         model = cls(config)
         has_prefix = hasattr(model, "bert")
         state = normalize_keys(load_state_dict(weights), has_prefix)
