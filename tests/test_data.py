@@ -338,6 +338,20 @@ def test_ensure_fetches_once_then_uses_the_local_copy(mirror, data_home, monkeyp
         data.path("squad_v1.1", "train-v1.1.json")
 
 
+def test_a_shared_read_only_copy_is_used_before_fetching(mirror, data_home, tmp_path, monkeypatch):
+    """A class's shared folder (or the grader's data/, seen from a sandboxed grading kernel) is read
+    where it is; what it lacks is fetched into the user's own data folder, and an unwritable data
+    folder says what to do instead of a bare PermissionError."""
+    shared = tmp_path / "shared"
+    data.fetch("stsb", dest=shared, mirror=mirror)
+    monkeypatch.setenv("MINIBERT_SHARED_DATA_DIR", str(shared))
+    assert data.ensure("stsb") == shared / "stsb" and not (data_home / "stsb").exists()
+    assert data.ensure("rte") == data_home / "rte"  # not in the shared copy: fetched into data_home
+    monkeypatch.setattr(data.fetching, "fetch", lambda names: (_ for _ in ()).throw(PermissionError(13, "denied")))
+    with pytest.raises(PermissionError, match=r"mrpc is not in .* cannot write there .* fetch mrpc"):
+        data.ensure("mrpc")
+
+
 def test_data_dir_is_the_environment_then_the_checkout(monkeypatch, tmp_path):
     monkeypatch.setenv("MINIBERT_DATA_DIR", str(tmp_path))
     assert data.data_dir() == tmp_path

@@ -8,9 +8,11 @@ notebooks is slow. Last, the exercises must be done by hand: an answer that call
 implementation scores nothing (minibert.course.integrity, called from every hidden test).
 """
 import ast
+import os
 import re
 import shutil
 import time
+import warnings
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -18,7 +20,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from minibert.course import grading
+from minibert.course import grading, sandbox
 
 FIXTURE = Path(__file__).parent / "fixtures" / "grading"
 COURSE = Path(__file__).resolve().parents[1] / "notebooks"
@@ -44,6 +46,25 @@ def submit(release: Path, folder: Path, notebook: str = "01_demo.ipynb", **answe
     folder.mkdir()
     nbformat.write(nb, folder / notebook)
     return folder
+
+
+@pytest.fixture(autouse=True, scope="module")
+def grader_account():
+    """The account student code runs as in these tests: ``nobody`` when they run as root (as in CI), None
+    when they run as an ordinary user. If root's ``nobody`` cannot start this checkout's Python (a checkout
+    under /root), the tests grade with ``MINIBERT_GRADER_RUN_AS=root`` and the sandbox tests are skipped,
+    saying why, rather than every grading test failing on the machine's layout."""
+    try:
+        user = sandbox.user_to_run_as(None)
+        if user is not None:
+            sandbox.check_user(user, [])
+    except sandbox.SandboxError as e:  # no `nobody`, or it cannot reach this checkout
+        warnings.warn(f"grading tests run student code as root: {e}")
+        with pytest.MonkeyPatch.context() as env:
+            env.setenv("MINIBERT_GRADER_RUN_AS", "root")
+            yield None
+        return
+    yield user
 
 
 def marks(scores: grading.Scores) -> dict[str, tuple[float, float]]:
@@ -133,6 +154,50 @@ def test_hidden_tests_run(demo_release, tmp_path):
     assert "overflows on large logits" in scores.notebooks["01_demo"]["softmax_tests"].error
 
 
+SNOOPING_SOFTMAX = """import os
+from pathlib import Path
+course = Path.cwd().parents[2]  # the kernel runs in <course>/autograded/<student>/<assignment>
+assert os.geteuid() != 0, "student code runs as root"
+for secret in [course / "source" / "notebooks" / "01_demo.ipynb", course / "gradebook.db",
+               course / "submitted" / "student" / "notebooks" / "01_demo.ipynb"]:
+    try:
+        secret.read_bytes()
+    except PermissionError:
+        continue
+    raise AssertionError(f"student code read {secret}")
+Path("scratch.txt").write_text("its own folder is writable")
+""" + STABLE_SOFTMAX
+
+
+def test_student_code_cannot_reach_hidden_tests_or_the_gradebook(grader_account, demo_release, tmp_path, capsys):
+    """Grading as root, the kernel runs as nobody: the course folder's instructor copy (hidden tests),
+    gradebook and submitted original are out of its reach, its own folder is writable; instructor
+    notebooks it could still read (the fixture, in a world-readable checkout) are named in a warning."""
+    if grader_account is None:
+        pytest.skip("only a grader started as root switches student code to another user")
+    submission = submit(demo_release, tmp_path / "submission", softmax=SNOOPING_SOFTMAX)
+    scores = grading.autograde(submission, source=FIXTURE)
+    assert marks(scores)["softmax_tests"] == (2, 2), scores.table()
+    warning = capsys.readouterr().err
+    assert "student code runs as nobody, who can read" in warning and str(FIXTURE.resolve()) in warning
+
+
+def test_run_as_names_a_usable_account(tmp_path):
+    with pytest.raises(grading.GradingError, match="--run-as no-such-user"):
+        grading.autograde(FIXTURE, source=FIXTURE, run_as="no-such-user")
+
+
+def test_a_model_cache_the_student_user_cannot_read_is_refused_before_grading(grader_account, tmp_path, monkeypatch):
+    """Else every notebook would fail on loading its model, and the students lose points for the setup."""
+    if grader_account is None:
+        pytest.skip("only a grader started as root switches student code to another user")
+    private = tmp_path / "hf-home"
+    private.mkdir(mode=0o700)
+    monkeypatch.setenv("HF_HOME", str(private))
+    with pytest.raises(grading.GradingError, match=f"nobody, who cannot read {private}.*Point HF_HOME at a copy"):
+        grading.autograde(FIXTURE, source=FIXTURE)
+
+
 def test_cells_after_the_last_test_are_not_run(tmp_path):
     """They cannot change a score, and in the course they are where models train: a cell there that
     would fail the run (or take an hour) leaves the marks as they are."""
@@ -182,11 +247,21 @@ def test_missing_source_and_empty_source_are_reported(tmp_path):
 
 # --- the promise, on the real course ----------------------------------------------------------
 
+_releases: dict = {}
+
+
+def course_release(tmp_path_factory) -> Path:
+    """The student release of the course, made once per test session."""
+    if "course" not in _releases:
+        _releases["course"] = grading.release(COURSE, tmp_path_factory.mktemp("course"))
+    return _releases["course"]
+
+
 @pytest.fixture(scope="module")
 def course_scores(tmp_path_factory) -> tuple[grading.Scores, grading.Scores]:
     """Both autograde runs of the course (instructor version, untouched release) at the same time,
     one CPU thread per notebook kernel: each runs every graded notebook, the slowest part of CI."""
-    release = grading.release(COURSE, tmp_path_factory.mktemp("course"))
+    release = course_release(tmp_path_factory)
     with pytest.MonkeyPatch.context() as env, ThreadPoolExecutor(2) as pool:
         env.setenv("OMP_NUM_THREADS", "1")  # read by torch in each kernel: two kernels, two cores
         env.setenv("MKL_NUM_THREADS", "1")
@@ -219,6 +294,54 @@ def test_course_untouched_release_gets_zero(notebook, course_release_scores):
     cells = course_release_scores.notebooks[notebook]
     scored = {grade_id: cell.score for grade_id, cell in cells.items() if cell.score}
     assert cells and not scored, f"{notebook}: tests pass without the exercise being done: {scored}"
+
+
+def _names(source: str) -> tuple[set[str], set[str]]:
+    """(names a cell binds, names it reads), magics and shell lines left out."""
+    tree = ast.parse("\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))))
+    bound = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    bound |= {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    bound |= {(a.asname or a.name).split(".")[0] for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
+              for a in n.names}
+    return bound, {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+@pytest.mark.parametrize("notebook", COURSE_GRADED)
+def test_course_unsolved_exercises_do_not_stop_run_all(notebook):
+    """00 promises that an unsolved exercise never blocks the rest of the notebook. Its solution and test
+    cells carry Jupyter's ``raises-exception`` tag, so Run All goes on past their errors (JupyterLab,
+    nbclient and nbval all read it), and no later cell needs a name that only a solution cell defines."""
+    nb = nbformat.read(COURSE / f"{notebook}.ipynb", as_version=4)
+    only_in_solutions, untagged, needs = set(), [], {}
+    for i, cell in enumerate(c for c in nb.cells if c.cell_type == "code"):
+        meta = cell.metadata.get("nbgrader", {})
+        bound, read = _names(cell.source)
+        if meta.get("solution") or meta.get("grade"):
+            if "raises-exception" not in cell.metadata.get("tags", []):
+                untagged.append(meta["grade_id"])
+            if meta.get("solution"):
+                only_in_solutions |= bound
+            continue
+        if read & only_in_solutions - bound:
+            needs[i] = sorted(read & only_in_solutions - bound)
+        only_in_solutions -= bound
+    assert not untagged, f"{notebook}: exercise cells without the raises-exception tag: {untagged}"
+    assert not needs, f"{notebook}: code cells (by index) that need a student's answer: {needs}"
+
+
+@pytest.mark.slow  # runs a whole notebook
+def test_run_all_on_the_student_release_goes_past_unsolved_exercises(tmp_path_factory):
+    """Run All, as nbclient does it (it stops at an error unless the cell is tagged raises-exception, like
+    JupyterLab), on an untouched student notebook: every cell runs, and only the exercises fail."""
+    from nbclient import NotebookClient
+
+    release = course_release(tmp_path_factory)
+    nb = nbformat.read(release / "02_attention.ipynb", as_version=4)
+    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(release)}}).execute()
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    failed = [c for c in code if any(o.output_type == "error" for o in c.outputs)]
+    assert all(c.execution_count for c in code), "Run All stopped before the last cell"
+    assert failed and all(c.metadata.get("nbgrader", {}).get("grade_id") for c in failed)
 
 
 @pytest.mark.parametrize("prefix", ["01", "02", "03"])

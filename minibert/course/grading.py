@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -30,7 +31,7 @@ from pathlib import Path
 
 import nbformat
 
-from . import release_zip
+from . import release_zip, sandbox
 
 ASSIGNMENT = "notebooks"
 ZIP_NAME = f"{release_zip.FOLDER}.zip"
@@ -133,7 +134,7 @@ def release(source="notebooks", out="release") -> Path:
     return target
 
 
-def autograde(submission_dir, source="notebooks", timeout=600) -> Scores:
+def autograde(submission_dir, source="notebooks", timeout=600, run_as: str | None = None) -> Scores:
     """Grade the notebooks in ``submission_dir`` with nbgrader's autograder.
 
     ``submission_dir`` is a filled-in student release, or ``source`` itself as a sanity check.
@@ -145,19 +146,42 @@ def autograde(submission_dir, source="notebooks", timeout=600) -> Scores:
     Each notebook is graded on its own, in a course folder of its own: one that is missing, is not a
     notebook, or makes nbgrader fail (a dying kernel, duplicated cells) scores zero with the reason,
     and the others are graded as usual.
+
+    A grader started as root runs the student code as ``run_as`` (default ``nobody``), which can reach
+    only its own copy of the submitted notebook (`minibert.course.sandbox`); instructor notebooks or
+    submissions that this user could still read are named in a warning. Not root, the student code
+    runs as the grader (INSTRUCTORS.md says what that leaves to you).
     """
     submission_dir = Path(submission_dir)
     if not submission_dir.is_dir():
         raise GradingError(f"submission folder not found: {submission_dir}")
-    graded = [nb.name for nb in _notebooks(source) if graded_cells(nb)]
+    notebooks = _notebooks(source)
+    graded = [nb.name for nb in notebooks if graded_cells(nb)]
     if not graded:
         raise GradingError(f"no graded cells in any notebook of {source}")
+    try:
+        user = sandbox.user_to_run_as(run_as)
+        exposed = sandbox.check_user(user, notebooks + sorted(submission_dir.glob("*.ipynb"))) if user else []
+    except sandbox.SandboxError as e:
+        raise GradingError(str(e)) from None
+    if user is None and hasattr(os, "geteuid") and os.geteuid() == 0:
+        print("warning: student code runs as root (--run-as root): it can read the hidden tests and change "
+              "anything; do this only in a throwaway container", file=sys.stderr)
+    if exposed:
+        folders = sorted({str(p.parent.resolve()) for p in exposed})
+        print(f"warning: student code runs as {user.pw_name}, who can read {len(exposed)} of the instructor "
+              f"notebooks or submissions (in {', '.join(folders)}): a submission could copy hidden tests or "
+              f"another student's work. Make them private to the grader, e.g. chmod -R go-rwx "
+              f"{' '.join(shlex.quote(f) for f in folders)}", file=sys.stderr)
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
+        if user:
+            Path(tmp).chmod(sandbox.TRAVERSE_ONLY)
         return Scores({Path(name).stem: _autograde_one(Path(tmp) / Path(name).stem, submission_dir, source, name,
-                                                       timeout) for name in sorted(graded)})
+                                                       timeout, user) for name in sorted(graded)})
 
 
-def _autograde_one(root: Path, submission_dir: Path, source, name: str, timeout: int) -> dict[str, CellGrade]:
+def _autograde_one(root: Path, submission_dir: Path, source, name: str, timeout: int,
+                   user=None) -> dict[str, CellGrade]:
     """One notebook's grades: nbgrader's, or zero for every test cell with the reason it could not run."""
     from nbgrader.api import Gradebook  # imported here: nbgrader takes seconds to import
 
@@ -176,15 +200,18 @@ def _autograde_one(root: Path, submission_dir: Path, source, name: str, timeout:
     except Exception as e:  # JSON, schema or encoding: whatever keeps it from being a notebook
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         return zero(f"{name} is not a readable notebook ({first[:120]}); submit the file Jupyter saved")
-    course = _course(root, source, only=[name])
+    course = _course(root, source, only=[name], user=user)
     others = {nb.name for nb in submission_dir.glob("*.ipynb")} - {name}
     shutil.copytree(submission_dir, course / "submitted" / STUDENT / ASSIGNMENT,
                     ignore=lambda d, names: IGNORED(d, names) | (others if Path(d) == submission_dir else set()))
+    for private in ("source", "submitted"):  # the instructor copy, hidden tests included: root's only
+        (course / private).chmod(0o700)
     for folder in (course / "source" / ASSIGNMENT, course / "submitted" / STUDENT / ASSIGNMENT):
         _through_last_test(folder / name, set(points))
     try:
-        _nbgrader(course, "generate_assignment")  # fills the gradebook with the test cells
-        _nbgrader(course, "autograde", f"--Execute.timeout={timeout}", f"--Execute.kernel_name={KERNEL}")
+        _nbgrader(course, "generate_assignment", private=True)  # fills the gradebook with the test cells
+        _nbgrader(course, "autograde", f"--Execute.timeout={timeout}", f"--Execute.kernel_name={KERNEL}",
+                  private=True)
     except GradingError as e:
         last = [line for line in str(e).splitlines() if line.strip()][-1]
         return zero(f"nbgrader could not grade {name}: {last.strip()[:200]}")
@@ -234,8 +261,9 @@ def _through_last_test(notebook: Path, test_ids: set[str]) -> None:
         nbformat.write(nb, notebook)
 
 
-def _course(root: Path, source, only=None) -> Path:
-    """A fresh nbgrader course directory holding ``source`` (or only its notebooks ``only``)."""
+def _course(root: Path, source, only=None, user=None) -> Path:
+    """A fresh nbgrader course directory holding ``source`` (or only its notebooks ``only``), whose
+    kernel runs as ``user`` (a pwd entry) when given."""
     source = Path(source)
     skip = set()
     if only is not None:
@@ -244,15 +272,20 @@ def _course(root: Path, source, only=None) -> Path:
                     ignore=lambda d, names: IGNORED(d, names) | (skip if Path(d) == source else set()))
     kernel = root / "jupyter" / "kernels" / KERNEL
     kernel.mkdir(parents=True)
+    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    if user is not None:
+        argv = [sys.executable, "-m", "minibert.course.sandbox", "--user", user.pw_name, "--course", str(root),
+                "--", *argv]
     (kernel / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "argv": argv,
         "display_name": "Python (minibert grader)", "language": "python"}))
     return root
 
 
-def _nbgrader(course: Path, command: str, *options: str) -> None:
+def _nbgrader(course: Path, command: str, *options: str, private: bool = False) -> None:
     """Run one nbgrader command on ``course``; on failure raise with the part of its log that
-    explains it (from the notebook it was converting on)."""
+    explains it (from the notebook it was converting on). ``private``: what it writes (gradebook,
+    autograded copies) is readable by the grader's user only."""
     def prepend(variable, folder):
         return os.pathsep.join(filter(None, [str(folder), os.environ.get(variable)]))
 
@@ -260,7 +293,8 @@ def _nbgrader(course: Path, command: str, *options: str) -> None:
            "PATH": prepend("PATH", Path(sys.executable).parent),  # the gradebook shells out to `alembic`
            "JUPYTER_PATH": prepend("JUPYTER_PATH", course / "jupyter")}  # finds our kernelspec first
     args = [sys.executable, "-m", "nbgrader", command, ASSIGNMENT, f"--CourseDirectory.root={course}", *options]
-    result = subprocess.run(args, cwd=course, env=env, capture_output=True, text=True)
+    result = subprocess.run(args, cwd=course, env=env, capture_output=True, text=True,
+                            umask=sandbox.PRIVATE_UMASK if private else -1)
     if result.returncode != 0:
         log = (result.stdout + result.stderr).splitlines()
         start = max([i for i, line in enumerate(log) if "Converting notebook" in line], default=0)
@@ -312,6 +346,8 @@ def main(argv=None) -> int:
     grade.add_argument("submission_dir", help="folder of submitted notebooks")
     grade.add_argument("--source", default="notebooks", help="instructor notebooks (default: notebooks)")
     grade.add_argument("--timeout", type=int, default=600, help="seconds per cell (default: 600)")
+    grade.add_argument("--run-as", metavar="USER", help="grading as root, run student code as USER (default: "
+                       f"$MINIBERT_GRADER_RUN_AS, else {sandbox.DEFAULT_USER}); not root, student code runs as you")
     args = parser.parse_args(argv)
     try:
         if args.command == "release":
@@ -320,7 +356,7 @@ def main(argv=None) -> int:
             print(f"for an LMS or JupyterHub: {release_zip.write(notebooks, Path(args.out) / ZIP_NAME)} "
                   f"(unzip, then python3 course.py lab in {release_zip.FOLDER}/)")
         else:
-            print(autograde(args.submission_dir, args.source, args.timeout).table())
+            print(autograde(args.submission_dir, args.source, args.timeout, args.run_as).table())
     except (GradingError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -38,7 +38,13 @@ def ensure(dataset: str) -> Path:
     try:
         return path(dataset)
     except FileNotFoundError:
+        pass
+    try:
         return fetch([dataset])[dataset]
+    except PermissionError as e:  # e.g. a grading kernel run as an unprivileged user
+        raise PermissionError(f"{dataset} is not in {data_dir()} and this user cannot write there ({e}); fetch "
+                              f"it as the folder's owner first (python -m minibert.data fetch {dataset}), or set "
+                              "MINIBERT_DATA_DIR to a folder this user can write") from None
 
 
 def fetch(names: str | Iterable[str] | None = None, *, dest: str | Path | None = None,
