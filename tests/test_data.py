@@ -347,6 +347,15 @@ def test_a_shared_read_only_copy_is_used_before_fetching(mirror, data_home, tmp_
     monkeypatch.setenv("MINIBERT_SHARED_DATA_DIR", str(shared))
     assert data.ensure("stsb") == shared / "stsb" and not (data_home / "stsb").exists()
     assert data.ensure("rte") == data_home / "rte"  # not in the shared copy: fetched into data_home
+    is_file = Path.is_file
+
+    def unreadable(path):  # what pathlib does in a folder this user may not enter
+        if shared in path.parents:
+            raise PermissionError(13, "Permission denied", str(path))
+        return is_file(path)
+    with monkeypatch.context() as mp:
+        mp.setattr(Path, "is_file", unreadable)
+        assert data.ensure("stsb") == data_home / "stsb"  # a copy it cannot read counts as absent
     monkeypatch.setattr(data.fetching, "fetch", lambda names: (_ for _ in ()).throw(PermissionError(13, "denied")))
     with pytest.raises(PermissionError, match=r"mrpc is not in .* cannot write there .* fetch mrpc"):
         data.ensure("mrpc")
