@@ -8,7 +8,6 @@ notebooks is slow. Last, the exercises must be done by hand: an answer that call
 implementation scores nothing (minibert.course.integrity, called from every hidden test).
 """
 import ast
-import os
 import re
 import shutil
 import time
@@ -180,6 +179,15 @@ def test_student_code_cannot_reach_hidden_tests_or_the_gradebook(grader_account,
     assert marks(scores)["softmax_tests"] == (2, 2), scores.table()
     warning = capsys.readouterr().err
     assert "student code runs as nobody, who can read" in warning and str(FIXTURE.resolve()) in warning
+
+
+def test_links_in_a_submission_are_not_followed(demo_release, tmp_path):
+    """A link to a file the student may not read (here the instructor notebook with its hidden tests) would
+    otherwise be copied in by the grader, as its target, for the student's code to read."""
+    reads_link = 'assert not Path("answers.json").exists(), "the link came through"\n' + STABLE_SOFTMAX
+    submission = submit(demo_release, tmp_path / "submission", softmax="from pathlib import Path\n" + reads_link)
+    (submission / "answers.json").symlink_to(FIXTURE.resolve() / "01_demo.ipynb")
+    assert marks(grading.autograde(submission, source=FIXTURE))["softmax_tests"] == (2, 2)
 
 
 def test_run_as_names_a_usable_account(tmp_path):

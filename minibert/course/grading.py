@@ -203,7 +203,8 @@ def _autograde_one(root: Path, submission_dir: Path, source, name: str, timeout:
     course = _course(root, source, only=[name], user=user)
     others = {nb.name for nb in submission_dir.glob("*.ipynb")} - {name}
     shutil.copytree(submission_dir, course / "submitted" / STUDENT / ASSIGNMENT,
-                    ignore=lambda d, names: IGNORED(d, names) | (others if Path(d) == submission_dir else set()))
+                    ignore=lambda d, names: IGNORED(d, names) | _links(d, names) |
+                    (others if Path(d) == submission_dir else set()))
     for private in ("source", "submitted"):  # the instructor copy, hidden tests included: root's only
         (course / private).chmod(0o700)
     for folder in (course / "source" / ASSIGNMENT, course / "submitted" / STUDENT / ASSIGNMENT):
@@ -221,6 +222,12 @@ def _autograde_one(root: Path, submission_dir: Path, source, name: str, timeout:
         grades = {g.name: (g.score, g.max_score) for g in notebook.grades}
     present = {c.metadata.get("nbgrader", {}).get("grade_id") for c in nbformat.read(submitted, as_version=4).cells}
     return _with_errors(grades, course / "autograded" / STUDENT / ASSIGNMENT / name, present)
+
+
+def _links(folder, names) -> set[str]:
+    """The symbolic links among ``names``: a submission's link would be followed by the grader (root),
+    and what it points at copied in where the student's code can read it."""
+    return {name for name in names if os.path.islink(os.path.join(folder, name))}
 
 
 def _notebooks(source) -> list[Path]:
