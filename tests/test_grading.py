@@ -337,6 +337,18 @@ def test_course_unsolved_exercises_do_not_stop_run_all(notebook):
     assert not needs, f"{notebook}: code cells (by index) that need a student's answer: {needs}"
 
 
+@pytest.mark.parametrize("notebook", COURSE_GRADED)
+def test_course_exercise_headings_state_their_points(notebook):
+    """A student sees what an exercise is worth where it starts: each exercise heading, in order, names
+    the points of its test cell."""
+    nb = nbformat.read(COURSE / f"{notebook}.ipynb", as_version=4)
+    headings = [line for cell in nb.cells if cell.cell_type == "markdown" for line in cell.source.splitlines()
+                if line.startswith("#") and "Exercise" in line]
+    points = [cell.metadata.nbgrader["points"] for cell in nb.cells if cell.metadata.get("nbgrader", {}).get("grade")]
+    stated = [int(m.group(1)) if (m := re.search(r"\((\d+) points?\)", h)) else None for h in headings]
+    assert stated == points, f"{notebook}: headings {headings} for test cells worth {points}"
+
+
 @pytest.mark.slow  # runs a whole notebook
 def test_run_all_on_the_student_release_goes_past_unsolved_exercises(tmp_path_factory):
     """Run All, as nbclient does it (it stops at an error unless the cell is tagged raises-exception, like
