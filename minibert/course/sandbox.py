@@ -78,16 +78,15 @@ def check_user(user, private: list[Path]) -> list[Path]:
     that user cannot read it, e.g. under /root) or cannot read the grader's model cache: every notebook
     would fail, and the students would lose points for the grader's setup.
     """
-    probe = ("import os, sys, ipykernel, minibert\n"
-             "kind = 'private'\n"
-             "for p in sys.argv[1:]:\n"
-             "    if p == '--caches': kind = 'cache'; continue\n"
-             "    if kind == 'private' and os.access(p, os.R_OK): print('readable', p)\n"
-             "    if kind == 'cache' and not os.access(p, os.R_OK | os.X_OK): print('blocked', p)\n")
     # the model cache must be readable (offline, the notebooks have no other source); an unreadable data
     # folder only costs time, as the kernel fetches what it cannot read
-    folders = {variable: folder for variable, folder in caches().items() if variable == "HF_HOME" and folder.exists()}
-    result = subprocess.run([sys.executable, "-c", probe, *map(str, private), "--caches", *map(str, folders.values())],
+    hf_home = caches()["HF_HOME"]
+    probe = ("import os, sys, ipykernel, minibert\n"
+             "cache, private = sys.argv[1], sys.argv[2:]\n"
+             "if cache and not os.access(cache, os.R_OK | os.X_OK): print('blocked', cache)\n"
+             "for p in private:\n"
+             "    if os.access(p, os.R_OK): print('readable', p)\n")
+    result = subprocess.run([sys.executable, "-c", probe, str(hf_home) if hf_home.exists() else "", *map(str, private)],
                             cwd="/", capture_output=True, text=True, user=user.pw_uid, group=user.pw_gid,
                             extra_groups=[], env={**os.environ, "HOME": "/"})
     if result.returncode != 0:
@@ -96,12 +95,10 @@ def check_user(user, private: list[Path]) -> list[Path]:
                            f"course's packages ({last}); install the course where {user.pw_name} can read it "
                            "(not under a private home such as /root), or name another user with --run-as")
     found = [line.split(" ", 1) for line in result.stdout.splitlines()]
-    blocked = [path for kind, path in found if kind == "blocked"]
-    if blocked:
-        names = {str(folder): variable for variable, folder in folders.items()}
-        raise SandboxError(f"student code runs as {user.pw_name}, who cannot read {', '.join(blocked)}: the notebooks "
-                           f"would fail to load their models. Point {', '.join(names[b] for b in blocked)} "
-                           f"at a copy {user.pw_name} can read, or let it read and enter that folder")
+    if any(kind == "blocked" for kind, _ in found):
+        raise SandboxError(f"student code runs as {user.pw_name}, who cannot read {hf_home}: the notebooks would "
+                           f"fail to load their models. Point HF_HOME at a copy {user.pw_name} can read, or let it "
+                           "read and enter that folder")
     return [Path(path) for kind, path in found if kind == "readable"]
 
 
