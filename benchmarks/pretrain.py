@@ -1,14 +1,19 @@
 """Pre-training throughput of minibert against transformers' BertForPreTraining, in one run.
 
 Both libraries get the same config, the same initial weights (a transformers model saved and loaded
-into minibert), the same real batches (WikiText-2 text, NSP pairs, 15% MLM masking by the course's
-own pipeline) and the same AdamW; steps alternate between the two so that neither gets the machine
-warm, turbo or a background job to itself. Reported: training tokens/s, the ratio, peak memory and,
-on a GPU, model FLOPs utilisation (MFU: (6N + 12·L·H·T) FLOPs per token, as nanoGPT counts them,
-against the device's dense bf16 peak).
+into minibert), the same real batches (WikiText-2 text, NSP pairs padded to --seq, 15% MLM masking
+by the course's own pipeline) and the same AdamW. minibert decodes the masked positions only, found
+on the host before the batch moves, as its Trainer does. Each model is warmed up alone (with
+--compile, that is where it compiles), then steps alternate between the two so that neither gets the
+machine warm, turbo or a background job to itself. Reported: training tokens/s, the ratio, peak
+memory and, on a GPU, model FLOPs utilisation (MFU: (6N + 12·L·H·T) FLOPs per token, as nanoGPT
+counts them, against the device's dense bf16 peak). Peak memory on a GPU is the allocator's peak
+while a model is moved there and warmed up, less what was allocated before; on a CPU, each library
+alone in a fresh process (one process's resident set cannot be split).
 
     python benchmarks/pretrain.py                               # CPU: bert-mini, seq 128
-    python benchmarks/pretrain.py --device cuda --preset bert-base --batch 64 --precision bf16
+    python benchmarks/pretrain.py --device cuda --preset bert-base --batch 64 --precision bf16 [--compile]
+    ... --json-out FILE                                         # the settings and every figure, as JSON
 """
 import argparse
 import json
@@ -19,35 +24,39 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import torch
 import transformers
 
 import minibert
+from minibert.heads import masked_lm_positions
 from minibert.pretraining import build_pretraining_data
 from minibert.tokenizer import BertTokenizer
+from minibert.training import flops_per_token, peak_flops
 
 TOKENIZER = "sentence-transformers/all-MiniLM-L6-v2"  # the bert-base-uncased vocabulary
-PEAK_BF16_FLOPS = {"H100": 989e12, "H200": 989e12, "A100": 312e12, "L4": 121e12, "A10": 125e12}
 
 
 def batches(args):
-    """The same list of real pre-training batches for both libraries."""
-    tok = BertTokenizer.from_pretrained(TOKENIZER)
-    dataset = build_pretraining_data(tok, ["wikitext2_raw"], objective="nsp", max_seq_len=args.seq, seed=0)
+    """The same list of real pre-training batches for both libraries, with minibert's masked positions."""
+    tok = BertTokenizer.from_pretrained(args.tokenizer)
+    dataset = build_pretraining_data(tok, ["wikitext2_raw"], objective="nsp", max_seq_len=args.seq, seed=0,
+                                     pad_to=args.seq)
     loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch, shuffle=True, drop_last=True,
-                                         collate_fn=dataset.collate, generator=torch.Generator().manual_seed(0))
+                                         collate_fn=dataset.collate, generator=torch.Generator().manual_seed(0),
+                                         pin_memory=args.device == "cuda")
     torch.manual_seed(0)  # the collate's dynamic masking draws from the global RNG
     out = []
     for batch in loader:
-        out.append(batch)
+        out.append({**batch, "masked_positions": masked_lm_positions(batch["labels"])})
         if len(out) == args.warmup + args.steps:
             return out
     raise ValueError(f"the corpus gives only {len(out)} batches; lower --steps or --batch")
 
 
 def models(args):
-    """Both models with the same initial weights; with ``--only``, just that one (for its memory)."""
+    """Both models with the same initial weights, on the CPU; with ``--only``, just that one (for its memory)."""
     cfg = minibert.BertConfig.from_preset(args.preset)
     hf_cfg = transformers.BertConfig(**{k: v for k, v in cfg.to_dict().items() if k != "architectures"},
                                      attn_implementation="sdpa")
@@ -61,7 +70,7 @@ def models(args):
             with tempfile.TemporaryDirectory() as d:
                 theirs.save_pretrained(d)
                 pair = {"minibert": minibert.BertForPreTraining.from_pretrained(d), **pair}
-    return {name: m.to(args.device).train() for name, m in pair.items()}
+    return pair
 
 
 def step_fn(model, args, dtype):
@@ -69,12 +78,15 @@ def step_fn(model, args, dtype):
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=fused or None)
     autocast = torch.autocast(args.device, dtype=dtype, enabled=dtype != torch.float32)
     # minibert pre-trains with masked-only decoding (the MLM decoder at the ~15% masked positions), as the Trainer does.
-    extra = {"masked_only": True} if isinstance(model, minibert.BertForPreTraining) else {}
+    ours = isinstance(model, minibert.BertForPreTraining)
+    forward = torch.compile(model, backend=args.compile) if args.compile else model
 
     def step(batch):
-        batch = {k: v.to(args.device, non_blocking=True) for k, v in batch.items()}
+        batch = {k: v.to(args.device, non_blocking=True) for k, v in batch.items() if ours or k != "masked_positions"}
+        if ours and args.compile:  # N_masked varies: one graph for every count, as the Trainer compiles it
+            torch._dynamo.maybe_mark_dynamic(batch["masked_positions"], 0)
         with autocast:
-            loss = model(**batch, **extra).loss
+            loss = forward(**batch).loss
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -84,29 +96,37 @@ def step_fn(model, args, dtype):
 def run(args):
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[args.precision]
     data = batches(args)
-    pair = models(args)
-    steps = {name: step_fn(m, args, dtype) for name, m in pair.items()}
-    sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
+    on_gpu = args.device == "cuda"
+    sync = torch.cuda.synchronize if on_gpu else (lambda: None)
+    pair, steps, result = models(args), {}, {}
+    for name, model in pair.items():  # each warmed up alone: its own peak memory, and compiling (--compile)
+        if on_gpu:
+            torch.cuda.reset_peak_memory_stats()
+            before = torch.cuda.memory_allocated()
+        steps[name] = step_fn(model.to(args.device).train(), args, dtype)
+        start = time.perf_counter()
+        for batch in data[:args.warmup]:
+            steps[name](batch)
+        sync()
+        result[name] = {"warmup_s": time.perf_counter() - start}
+        if on_gpu:
+            result[name]["peak_memory_gib"] = (torch.cuda.max_memory_allocated() - before) / 2**30
     times = {name: [] for name in steps}
-    for i, batch in enumerate(data):
+    for batch in data[args.warmup:]:
         for name, step in steps.items():
             sync()
             start = time.perf_counter()
             step(batch)
             sync()
-            if i >= args.warmup:
-                times[name].append(time.perf_counter() - start)
+            times[name].append(time.perf_counter() - start)
     tokens = args.batch * args.seq
-    result = {name: {"tokens_per_s": tokens / statistics.median(t)} for name, t in times.items()}
-    if args.only:  # alone in this process: its peak is the library's own
-        result[args.only]["peak_memory_gib"] = (
-            torch.cuda.max_memory_allocated() / 2**30 if args.device == "cuda" else peak_rss_gib())
-    cfg = pair[next(iter(pair))].config
-    n_params = sum(p.numel() for p in pair[next(iter(pair))].parameters())
-    flops_per_token = 6 * n_params + 12 * cfg.num_hidden_layers * cfg.hidden_size * args.seq
-    peak = next((v for k, v in PEAK_BF16_FLOPS.items() if args.device == "cuda" and k in torch.cuda.get_device_name()), None)
-    for name in times:
-        result[name]["mfu"] = result[name]["tokens_per_s"] * flops_per_token / peak if peak else None
+    if args.only and not on_gpu:  # alone in this process: its peak is the library's own
+        result[args.only]["peak_memory_gib"] = peak_rss_gib()
+    model = pair[next(iter(pair))]
+    peak = peak_flops(torch.cuda.get_device_name()) if on_gpu and args.precision == "bf16" else None
+    for name, t in times.items():
+        result[name]["tokens_per_s"] = tokens / statistics.median(t)
+        result[name]["mfu"] = result[name]["tokens_per_s"] * flops_per_token(model, args.seq) / peak if peak else None
     return result
 
 
@@ -140,6 +160,12 @@ def main():
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
+    parser.add_argument("--compile", nargs="?", const="inductor", metavar="BACKEND",
+                        help="torch.compile both models (backend inductor; aot_eager generates no code: a quick "
+                             "rehearsal)")
+    parser.add_argument("--tokenizer", default=TOKENIZER,
+                        help=f"a Hub id or folder with the vocabulary (default {TOKENIZER})")
+    parser.add_argument("--json-out", metavar="FILE", help="also write the settings and every figure to FILE as JSON")
     parser.add_argument("--only", choices=["minibert", "transformers"], help=argparse.SUPPRESS)
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -147,19 +173,28 @@ def main():
     if args.json:
         print(json.dumps(result))
         return
-    for name, gib in peak_memory_in_subprocesses(sys.argv[1:]).items():
-        result[name]["peak_memory_gib"] = gib
+    if args.device != "cuda":
+        for name, gib in peak_memory_in_subprocesses(sys.argv[1:]).items():
+            result[name]["peak_memory_gib"] = gib
     device = torch.cuda.get_device_name() if args.device == "cuda" else f"{platform.processor() or 'cpu'}, {torch.get_num_threads()} threads"
-    print(f"{args.preset}, seq {args.seq}, batch {args.batch}, {args.precision}, median of {args.steps} steps after "
-          f"{args.warmup} warm-up | {device} | torch {torch.__version__}, transformers {transformers.__version__}")
+    print(f"{args.preset}, seq {args.seq}, batch {args.batch}, {args.precision}{', compiled' if args.compile else ''}, "
+          f"median of {args.steps} steps after {args.warmup} warm-up | {device} | torch {torch.__version__}, "
+          f"transformers {transformers.__version__}")
     ours, theirs = result["minibert"], result["transformers"]
+    ratio = ours["tokens_per_s"] / theirs["tokens_per_s"]
     print(f"minibert     {ours['tokens_per_s']:10,.0f} tokens/s")
     print(f"transformers {theirs['tokens_per_s']:10,.0f} tokens/s")
-    print(f"ratio        {ours['tokens_per_s'] / theirs['tokens_per_s']:10.2f}x")
+    print(f"ratio        {ratio:10.2f}x")
     memory = "peak GPU memory" if args.device == "cuda" else "peak RSS (whole process)"
     for name in ("minibert", "transformers"):
         mfu = f"  MFU {result[name]['mfu']:.1%}" if result[name]["mfu"] else ""
-        print(f"{name:<12} {memory} {result[name]['peak_memory_gib']:.2f} GiB{mfu}")
+        print(f"{name:<12} {memory} {result[name]['peak_memory_gib']:.2f} GiB{mfu}  "
+              f"warm-up {result[name]['warmup_s']:.1f} s{' (compiling)' if args.compile else ''}")
+    if args.json_out:
+        settings = {k: v for k, v in vars(args).items() if k not in ("only", "json", "json_out")}
+        record = {"settings": settings, "device": device, "torch": torch.__version__,
+                  "transformers": transformers.__version__, "results": result, "ratio": ratio}
+        Path(args.json_out).write_text(json.dumps(record, indent=2) + "\n")
 
 
 if __name__ == "__main__":

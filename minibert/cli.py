@@ -31,6 +31,7 @@ def _parser(prog: str, description: str, epilog: str | None = None) -> argparse.
 
 def pretrain_parser() -> argparse.ArgumentParser:
     from .config import ALBERT_PRESETS, PRESETS
+    from .recipes.pretrain import PretrainSettings
 
     p = _parser("minibert pretrain", "Pre-train a BERT with masked LM (+ NSP or SOP) on a text corpus.",
                 "example (CPU, ~10 minutes): minibert pretrain --preset bert-mini --vocab-size 8000 "
@@ -43,42 +44,54 @@ def pretrain_parser() -> argparse.ArgumentParser:
     add("--init-from", metavar="MODEL",
         help="go on pre-training this BERT (Hub id or folder) instead of starting from scratch: its weights, size "
              "and vocabulary; heads it lacks (e.g. the MLM head of a sentence-embedding model) start fresh")
-    add("--corpus", nargs="+",
-        help="training text: dataset names of minibert.data (wikitext2_raw, gutenberg, state_union, ...), "
-             "DATASET/FILE, or paths to .txt files / folders (default: wikitext2_raw/wiki.valid.raw)")
-    add("--eval-corpus", nargs="*",
-        help="held-out text for evaluation, same forms (default: wikitext2_raw/wiki.test.raw; none to skip)")
     add("--tokenizer", help="a Hub id or folder with vocab.txt/tokenizer.json")
-    add("--vocab-size", type=int, help="train a new WordPiece vocabulary of this size on --corpus instead")
     add("--objective", choices=["nsp", "sop", "none"],
         help="nsp: BERT (MLM + next sentence); sop: ALBERT (sentence order); none: RoBERTa (MLM on packed sentences)")
-    add("--max-seq-len", type=int, help="tokens per example, [CLS] and [SEP]s included (default 128)")
     add("--mlm-probability", type=float, help="fraction of tokens to predict (default 0.15)")
     add("--mask-same-rnd", type=float, nargs=3, metavar=("MASK", "SAME", "RND"),
         help="of the predicted tokens: fraction replaced by [MASK], kept, replaced by a random token "
              "(default 0.8 0.1 0.1)")
     add("--whole-word", action="store_true", help="mask all pieces of a word together")
     add("--static-masking", action="store_true", help="mask once up front (BERT) instead of in every batch (RoBERTa)")
-    add("--steps", type=int, help="optimizer updates (default 1000)")
     add("--time-budget", type=float, help="stop (and save) after this many seconds; --resume goes on")
-    add("--batch-size", type=int, help="examples per micro-batch and process (default 32)")
     add("--grad-accum", type=int, help="micro-batches per update")
-    add("--lr", type=float, help="peak learning rate (default 5e-4: small models take more than BERT-base's 1e-4)")
-    add("--warmup-ratio", type=float, help="fraction of --steps of linear warmup (default 0.1)")
-    add("--dropout", type=float,
-        help="dropout on hidden states and attention weights (default 0.1, the paper's; a run far shorter than "
-             "one pass over its text overfits little and learns faster without it)")
-    add("--pre-ln", dest="pre_layer_norm", action="store_true",
-        help="pre-LN layers (LayerNorm before each sub-layer, one after the stack) instead of BERT's post-LN: "
-             "trains stably at higher learning rates")
     add("--eval-every", type=int, help="evaluate every N steps (default: at the end)")
     add("--save-every", type=int, help="write a checkpoint every N steps (default: at the end; the last 2 are kept)")
-    add("--precision", choices=["auto", "bf16", "fp16", "fp32"], help="auto: bf16 on CUDA, fp32 on CPU (default auto)")
     add("--compile", action="store_true", help="torch.compile the model (GPU)")
-    add("--device", help="auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:1, mps")
     add("--seed", type=int, help="seed of the data, the masks and the initial weights (default 0)")
     add("--resume", action="store_true", help="go on from the latest checkpoint in --out")
+    _add_training_flags(p, PretrainSettings)
     return p
+
+
+def _add_training_flags(parser: argparse.ArgumentParser, settings_class) -> None:
+    """The flags of the recipe's shared `TrainingSettings`, for `minibert pretrain` and every grid; the help
+    gives ``settings_class``'s defaults."""
+    from dataclasses import MISSING, fields
+
+    d = {f.name: f.default if f.default is not MISSING else f.default_factory() for f in fields(settings_class)
+         if f.default is not MISSING or f.default_factory is not MISSING}
+    add = parser.add_argument
+    add("--corpus", nargs="+",
+        help="training text: dataset names of minibert.data (wikipedia_2015, wikitext2_raw, gutenberg, state_union, "
+             f"...), DATASET/FILE, or paths to .txt files / folders (default: {' '.join(d['corpus'])})")
+    add("--eval-corpus", nargs="*",
+        help=f"held-out text for evaluation, same forms (default: {' '.join(d['eval_corpus'])}; none to skip)")
+    add("--vocab-size", type=int, help="train a new WordPiece vocabulary of this size on --corpus"
+                                       + (f" (default {d['vocab_size']})" if d["vocab_size"] else " instead"))
+    add("--max-seq-len", type=int, help=f"tokens per example, [CLS] and [SEP]s included (default {d['max_seq_len']})")
+    add("--steps", type=int, help=f"optimizer updates (default {d['steps']})")
+    add("--batch-size", type=int, help=f"examples per micro-batch and process (default {d['batch_size']})")
+    add("--lr", type=float, help=f"peak learning rate (default {d['lr']:g}; small models take more than BERT-base's 1e-4)")
+    add("--warmup-ratio", type=float, help=f"fraction of the steps of linear warmup (default {d['warmup_ratio']})")
+    add("--dropout", type=float,
+        help=f"dropout on hidden states and attention weights (default {d['dropout']}; the paper's is 0.1, and a run "
+             "far shorter than one pass over its text overfits little and learns faster without it)")
+    add("--pre-ln", dest="pre_layer_norm", action=argparse.BooleanOptionalAction,
+        help="pre-LN layers (LayerNorm before each sub-layer, one after the stack) instead of BERT's post-LN: "
+             f"trains stably at higher learning rates (default {'pre-LN' if d['pre_layer_norm'] else 'post-LN'})")
+    add("--precision", choices=["auto", "bf16", "fp16", "fp32"], help="auto: bf16 on CUDA, fp32 on CPU (default auto)")
+    add("--device", help="auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:1, mps")
 
 
 def export_parser() -> argparse.ArgumentParser:
@@ -247,22 +260,12 @@ def glue_parser() -> argparse.ArgumentParser:
 
 def _add_grid_flags(parser: argparse.ArgumentParser, setup_class=None) -> None:
     """The flags of `GridSetup`, shared by every pre-training grid; the help gives ``setup_class``'s defaults."""
-    from .experiments.masking import GridSetup
+    from .experiments.grid import GridSetup
 
-    d, add = setup_class or GridSetup, parser.add_argument
-    add("--vocab-size", type=int, help=f"WordPiece vocabulary trained on the corpus (default {d.vocab_size})")
-    add("--corpus", nargs="+", help="training text (see minibert pretrain --help)")
-    add("--eval-corpus", nargs="+", help="held-out text for the MLM test")
-    add("--eval-examples", type=int, help=f"held-out sequences scored (default {d.eval_examples})")
-    add("--max-seq-len", type=int, help=f"tokens per sequence (default {d.max_seq_len})")
-    add("--steps", type=int, help=f"optimizer updates per run (default {d.steps})")
-    add("--batch-size", type=int, help=f"sequences per update (default {d.batch_size})")
-    add("--lr", type=float, help=f"peak learning rate (default {d.lr})")
-    add("--warmup-ratio", type=float, help=f"fraction of the steps of linear warmup (default {d.warmup_ratio})")
-    add("--dropout", type=float, help=f"dropout on hidden states and attention weights (default {d.dropout})")
-    add("--pre-ln", dest="pre_layer_norm", action=argparse.BooleanOptionalAction,
-        help=f"pre-LN layers instead of BERT's post-LN (default {'pre-LN' if d.pre_layer_norm else 'post-LN'})")
-    add("--device", help="auto, cpu, cuda, mps")
+    setup_class = setup_class or GridSetup
+    _add_training_flags(parser, setup_class)
+    parser.add_argument("--eval-examples", type=int,
+                        help=f"held-out sequences scored (default {setup_class.__dataclass_fields__['eval_examples'].default})")
 
 
 def _split(given: dict, setup_class) -> dict:
@@ -298,7 +301,7 @@ def _masking(given: dict, command: str):
 
 def _beyond_bert(given: dict, command: str):
     from .experiments.beyond_bert import BeyondBertSettings, experiment
-    from .experiments.masking import GridSetup
+    from .experiments.grid import GridSetup
     return experiment(BeyondBertSettings(**_split(given, GridSetup)), command=command)
 
 

@@ -73,8 +73,15 @@ class BertPreTrainingHeads(nn.Module):
         self.seq_relationship = NextSentencePredictionHead(config)
 
 
-def masked_lm(head: BertLMPredictionHead, sequence: Tensor, labels: Tensor | None,
-              masked_only: bool = False) -> tuple[Tensor, Tensor | None]:
+def masked_lm_positions(labels: Tensor) -> Tensor:
+    """The masked tokens (labels != -100) as flat indices into a batch's B·T tokens, in row-major order:
+    Google's ``masked_lm_positions``, flattened. Its length depends on the labels' values, so compute it
+    where reading them is free, on the host before the batch moves (the Trainer does, in its DataLoader)."""
+    return (labels.flatten() != IGNORE_INDEX).nonzero().flatten()  # (B·T,) -> (N_masked, 1) -> (N_masked,)
+
+
+def masked_lm(head: BertLMPredictionHead, sequence: Tensor, labels: Tensor | None, masked_only: bool = False,
+              masked_positions: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
     """MLM logits and the mean cross-entropy over the masked positions (labels -100 elsewhere).
 
     The logits are (B, T, V), as in transformers. ``masked_only`` (masked-only decoding) runs the
@@ -82,13 +89,19 @@ def masked_lm(head: BertLMPredictionHead, sequence: Tensor, labels: Tensor | Non
     row-major order. That is about 15% of the tokens, and for a small BERT the (B·T, H) × (H, V)
     decoder costs more than the whole encoder, so most of a training step's work is saved (as
     Google's code did with ``masked_lm_positions``). The loss and its gradients are the same.
+    ``masked_positions`` (`masked_lm_positions`; implies ``masked_only``) are those positions found
+    beforehand, on the host: found here, on a GPU, they would make the host wait for the device, since
+    N_masked depends on the labels' values.
     """
-    if masked_only:
+    if masked_only and masked_positions is None:
         if labels is None:
             raise ValueError("masked_only=True needs labels: they say which positions are masked (not -100)")
-        masked = labels != IGNORE_INDEX                    # (B, T)
-        logits = head(sequence[masked])                    # (N_masked, H) -> (N_masked, V)
-        return logits, F.cross_entropy(logits, labels[masked])
+        masked_positions = masked_lm_positions(labels)  # on a GPU: a host-device sync, to learn N_masked
+    if masked_positions is not None:
+        masked = sequence.flatten(0, 1).index_select(0, masked_positions)  # (B·T, H) -> (N_masked, H)
+        logits = head(masked)                                               # (N_masked, V)
+        loss = None if labels is None else F.cross_entropy(logits, labels.flatten().index_select(0, masked_positions))
+        return logits, loss
     logits = head(sequence)                                # (B, T, V)
     loss = None
     if labels is not None:
@@ -117,15 +130,18 @@ class BertForPreTraining(BertPreTrainedModel):
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None,
                 next_sentence_label=None, output_attentions=False, output_hidden_states=False,
-                masked_only: bool = False):
-        """``masked_only=True`` (needs ``labels``): the MLM decoder runs at the masked positions only;
-        their logits are then in ``masked_logits`` and ``prediction_logits`` is None."""
+                masked_only: bool = False, masked_positions: Tensor | None = None):
+        """``masked_only=True`` (needs ``labels``) or ``masked_positions`` (`masked_lm_positions`): the MLM
+        decoder runs at the masked positions only; their logits are then in ``masked_logits`` and
+        ``prediction_logits`` is None."""
         out = self.bert(input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states)
         nsp_logits = self.cls.seq_relationship(out.pooler_output)  # (B, 2)
-        mlm_logits, mlm_loss = masked_lm(self.cls.predictions, out.last_hidden_state, labels, masked_only)
+        mlm_logits, mlm_loss = masked_lm(self.cls.predictions, out.last_hidden_state, labels, masked_only,
+                                         masked_positions)
         loss = None
         if mlm_loss is not None and next_sentence_label is not None:
             loss = mlm_loss + F.cross_entropy(nsp_logits, next_sentence_label.view(-1))
+        masked_only = masked_only or masked_positions is not None
         return PreTrainingOutput(None if masked_only else mlm_logits, nsp_logits, loss, out.hidden_states,
                                  out.attentions, masked_logits=mlm_logits if masked_only else None)
 
@@ -144,11 +160,14 @@ class BertForMaskedLM(BertPreTrainedModel):
         tie_decoder(self, self.cls.predictions)
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None,
-                output_attentions=False, output_hidden_states=False, masked_only: bool = False):
-        """``masked_only=True`` (needs ``labels``): the decoder runs at the masked positions only;
-        their logits are then in ``masked_logits`` and ``logits`` is None."""
+                output_attentions=False, output_hidden_states=False, masked_only: bool = False,
+                masked_positions: Tensor | None = None):
+        """``masked_only=True`` (needs ``labels``) or ``masked_positions`` (`masked_lm_positions`): the
+        decoder runs at the masked positions only; their logits are then in ``masked_logits`` and
+        ``logits`` is None."""
         out = self.bert(input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states)
-        logits, loss = masked_lm(self.cls.predictions, out.last_hidden_state, labels, masked_only)
+        logits, loss = masked_lm(self.cls.predictions, out.last_hidden_state, labels, masked_only, masked_positions)
+        masked_only = masked_only or masked_positions is not None
         return MaskedLMOutput(None if masked_only else logits, loss, out.hidden_states, out.attentions,
                               masked_logits=logits if masked_only else None)
 

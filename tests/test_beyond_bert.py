@@ -220,7 +220,7 @@ def test_dynamic_quantisation_shrinks_linear_weights_and_keeps_the_predictions()
 # --- the same-budget comparison and the small Table 6 ---------------------------------------------
 
 def test_comparison_grid_trains_each_variant_as_its_paper_does(tmp_path):
-    from minibert.experiments.masking import GridSetup
+    from minibert.experiments.grid import GridSetup
     from minibert.experiments.beyond_bert import ModelComparison, Run, comparison_grid, parse_size, table6
     from minibert.cli import main
 
@@ -241,7 +241,7 @@ def test_comparison_grid_trains_each_variant_as_its_paper_does(tmp_path):
     bert, roberta, albert = runs
     assert all(math.isfinite(r["mlm_loss"]) and 0 <= r["mlm_accuracy"] <= 1 for r in runs)
     assert albert["parameters"] < roberta["parameters"] < bert["parameters"]  # shared layer, E = H/2; no pooler
-    assert comparison.model_config(Run("ALBERT", (2, 32, 2), 0)).embedding_size == 16
+    assert comparison.model_sizes(Run("ALBERT", (2, 32, 2), 0))["embedding_size"] == 16
     # BERT's masks are drawn in advance, in enough copies that each is seen about as often as in BERT (4 times)
     assert bert["mask_copies"] == math.ceil(setup.steps * setup.batch_size / bert["train_examples"] / 4)
     assert "mask_copies" not in roberta and "mask_copies" not in albert

@@ -253,7 +253,7 @@ def test_fetch_online_writes_the_mirror_files(mirror, internet, tmp_path):
     assert hub_calls == [*HUB_TABLES.values(), ("google-bert/bert-base-uncased", "vocab.txt")]
     urls = [call for call in internet if isinstance(call, str)]  # every GitHub file pinned to a commit
     pinned = re.compile(r"https://raw\.githubusercontent\.com/[\w.-]+/[\w.-]+/[0-9a-f]{40}/\S+")
-    assert len(urls) == 49 and all(pinned.fullmatch(url) for url in urls)
+    assert len(urls) == 149 and all(pinned.fullmatch(url) for url in urls)
 
 
 def test_squad_rows_that_keep_their_whitespace_give_the_official_file(mirror, internet, monkeypatch, tmp_path):

@@ -16,8 +16,9 @@ import torch
 import torch.nn.functional as F
 
 from minibert import BertConfig, BertForMaskedLM, BertForPreTraining
-from minibert.pretraining import (HubDataset, MLMMasking, PretrainingDataset, build_pretraining_data,
-                                  create_sentence_pairs, load_documents, mask_statically, pack_full_sentences,
+from minibert.pretraining import (HubDataset, MLMMasking, PretrainingDataset, WikiTextAsStored, build_pretraining_data,
+                                  create_sentence_pairs, load_documents, mask_statically, next_sentence_accuracy,
+                                  pack_full_sentences,
                                   read_text, sentence_order_pairs, split_sentences, tokenize_documents)
 from minibert.pretraining.corpus import squad_to_documents
 from offline import mirror_with
@@ -87,6 +88,14 @@ def test_wikitext_articles_are_documents(mirror):
     assert "0.7–2.2 kg" in " ".join(documents[0]).replace(" – ", "–")  # "0 @.@ 7" -> "0.7"
     # the test split has two formula lines that look like titles; only real articles start documents
     assert len(load_documents("wikitext2_raw/wiki.test.raw")) == 60
+    # As stored, the same articles keep WikiText's marks, and only them differ.
+    stored = load_documents(WikiTextAsStored(WIKI_VALID))
+    assert len(stored) == 60 and "0 @.@ 7" in " ".join(stored[0])
+    text = lambda doc: "".join("".join(doc).split())  # the characters, whatever the sentence splits
+    undone = [" ".join(doc).replace(" @-@ ", "-").replace(" @,@ ", ",").replace(" @.@ ", ".") for doc in stored]
+    assert [text(doc) for doc in undone] == [text(doc) for doc in documents]
+    with pytest.raises(ValueError, match="reads a WikiText corpus"):
+        load_documents(WikiTextAsStored("gutenberg"))
 
 
 def test_squad_paragraphs_are_wikipedia_documents(mirror, tmp_path):
@@ -250,6 +259,22 @@ def test_nsp_examples_have_the_bert_layout(tokenizer, mirror):
     batch = dataset.collate(dataset.examples[:8])
     assert set(batch) == {"input_ids", "attention_mask", "token_type_ids", "labels", "next_sentence_label"}
     assert batch["next_sentence_label"].shape == (8,) and batch["input_ids"].dtype == torch.long
+
+
+def test_next_sentence_accuracy_reads_unmasked_pairs_with_the_nsp_layer(tokenizer, tiny_config, mirror):
+    pairs = build_pretraining_data(tokenizer, ["inaugural/1789-Washington.txt", "inaugural/1861-Lincoln.txt"],
+                                   max_seq_len=64).examples
+    torch.manual_seed(0)
+    model = BertForPreTraining(tiny_config).eval()
+    with torch.no_grad():  # the model's own forward, one pair at a time, no padding
+        guesses = [model(torch.tensor([e["input_ids"]]), token_type_ids=torch.tensor([e["token_type_ids"]]))
+                   .seq_relationship_logits.argmax().item() for e in pairs]
+    expected = sum(g == e["next_sentence_label"] for g, e in zip(guesses, pairs)) / len(pairs)
+    assert next_sentence_accuracy(model, pairs, tokenizer.pad_token_id, batch_size=7) == pytest.approx(expected)
+    with torch.no_grad():  # a model told the answers is right every time
+        model.cls.seq_relationship.weight.zero_()
+        model.cls.seq_relationship.bias.copy_(torch.tensor([1.0, 0.0]))
+    assert next_sentence_accuracy(model, [e for e in pairs if e["next_sentence_label"] == 0]) == 1.0
 
 
 def test_full_sentences_fill_the_sequence_and_lose_no_text(wiki_docs, tokenizer):

@@ -86,7 +86,8 @@ def test_export_halves_the_weights_and_measures_what_it_ships(tmp_path, eval_tex
     card = (model_dir / "README.md").read_text()
     assert (f"| {held_out['eval_mlm_accuracy']:.1%} | {held_out['eval_mlm_top5']:.1%} | "
             f"{held_out['eval_mlm_loss']:.3f} | {held_out['unigram_loss']:.3f} | ") in card
-    assert "fill-in-the-blank accuracy" in card and "NSP accuracy" in card
+    assert "fill-in-the-blank accuracy" in card and "NSP accuracy" in card and "NSP, no blanks" in card
+    assert 0 <= held_out["eval_nsp_accuracy_unmasked"] <= 1
     assert "minibert pretrain --preset bert-tiny" in card and "--mask-same-rnd 0.8 0.1 0.1" in card
     assert minibert.BertTokenizer.from_pretrained(model_dir).get_vocab() == \
         minibert.BertTokenizer.from_pretrained(tmp_path / "run" / "tokenizer").get_vocab()
@@ -134,7 +135,7 @@ def test_settings_are_plain_data_checked_when_made():
     assert settings.corpus == ("gutenberg",) and settings.time_budget == 60.0 and settings.steps == 1000
     flags = vars(pretrain_parser().parse_args(["--out", "runs/x", "--steps", "5", "--eval-corpus"]))
     assert flags == {"out": "runs/x", "steps": 5, "eval_corpus": []}  # only what was given: defaults live in settings
-    for bad, message in [(dict(mask_same_rnd=(0.5, 0.5, 0.5)), "add up to 1"), (dict(dropout=1.5), "dropout"),
+    for bad, message in [(dict(mask_same_rnd=(0.5, 0.5, 0.5)), "sum to 1"), (dict(dropout=1.5), "dropout"),
                          (dict(steps=0), "steps must be a positive integer"), (dict(preset="bert-huge"), "bert-tiny")]:
         with pytest.raises(ValueError, match=message):
             PretrainSettings(out="runs/x", **bad)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
+from . import wikipedia_shards
+
 
 def _github(repo: str, commit: str, path: str) -> str:
     """A raw file at a fixed commit: the bytes behind the URL can never change."""
@@ -196,6 +198,14 @@ DATASETS: dict[str, dict] = {
                   "wiki.test.raw": "173c87a53759e0201f33e0ccf978e510c2042d7f2cb78229d9a50d79b9e7dd08"},
         "online_extras": ["wiki.train.raw"],
         "hub": ("Salesforce/wikitext", "wikitext-2-raw-v1"),
+    },
+    "wikipedia_2015": {
+        "description": "English Wikipedia 2015, 7,980 articles (16.3M words) in 100 WikiExtractor shards",
+        "licence": "CC BY-SA 3.0 (attribution: Wikipedia contributors; each <doc>'s url is its page)",
+        "source": "github.com/jason-feng/wikiVisual text/ at 1c0fac92 (every 4th shard)",
+        "files": wikipedia_shards.SHA256,
+        "urls": {f: _github(wikipedia_shards.SOURCE[0], wikipedia_shards.SOURCE[1], wikipedia_shards.SOURCE[2] + f)
+                 for f in wikipedia_shards.SHA256},
     },
     "wikitext2": {
         "description": "WikiText-2 tokenized: the same lines with rare words as <unk>",

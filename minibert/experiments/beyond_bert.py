@@ -23,14 +23,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
-
-from .masking import GridSetup, PretrainingGrid
-from ..config import BertConfig
-from ..heads import BertForMaskedLM, BertForPreTraining
-from ..pretraining import (BERT_MASK_REPEATS, MLMMasking, PretrainingDataset, build_pretraining_data,
-                           mask_statically, pretraining_metrics)
-from ..training import TrainConfig, Trainer
+from ..pretraining import BERT_MASK_REPEATS, MLMMasking, PretrainingDataset, mask_statically
+from ..recipes.pretrain import make_model, make_trainer, training_data
+from .grid import GridSetup, PretrainingGrid
 
 # name -> (sentence task, masks drawn in advance (static), what the model changes)
 VARIANTS = {"BERT": ("nsp", True, {}),
@@ -80,28 +75,28 @@ class ModelComparison(PretrainingGrid):
         self._pairs = {}  # sentence task -> its examples, built once
         super().__post_init__()
 
-    def model_config(self, run: Run) -> BertConfig:
+    def model_sizes(self, run: Run) -> dict:
+        """The run's model: its L, H, A with exactly ``max_seq_len`` positions, and ALBERT's changes."""
         L, H, A = run.size
         extra = dict(VARIANTS[run.variant][2])
         ratio = extra.pop("embedding_ratio", None)
         if ratio is not None:
             extra["embedding_size"] = int(H * ratio)
-        return self.setup.model_config(self.tokenizer.vocab_size, num_hidden_layers=L, hidden_size=H,
-                                       num_attention_heads=A, intermediate_size=4 * H, **extra)
+        return dict(num_hidden_layers=L, hidden_size=H, num_attention_heads=A, intermediate_size=4 * H,
+                    max_position_embeddings=self.setup.max_seq_len, **extra)
 
     def _examples(self, objective: str) -> list[dict]:
         if objective == "none":
             return self.examples
         if objective not in self._pairs:
-            s = self.setup
-            self._pairs[objective] = build_pretraining_data(self.tokenizer, list(s.corpus), objective,
-                                                            s.max_seq_len).examples
+            self._pairs[objective] = training_data(self.setup.run_settings(objective=objective), self.tokenizer).examples
         return self._pairs[objective]
 
     def run_one(self, run: Run) -> dict:
-        """Pre-train one model of this variant and size from this seed, then measure it."""
+        """Pre-train one model of this variant and size from this seed (the recipe's steps), then measure it."""
         s = self.setup
         objective, static, _ = VARIANTS[run.variant]
+        settings = s.run_settings(run.seed, objective=objective)
         masking = MLMMasking(self.tokenizer)
         examples = self._examples(objective)
         copies = None
@@ -109,10 +104,8 @@ class ModelComparison(PretrainingGrid):
             copies = max(1, math.ceil(s.steps * s.batch_size / len(examples) / BERT_MASK_REPEATS))
             examples = mask_statically(examples, masking, seed=run.seed, dupe_factor=copies)
         train_data = PretrainingDataset(examples, masking)
-        torch.manual_seed(run.seed)
-        model = (BertForMaskedLM if objective == "none" else BertForPreTraining)(self.model_config(run))
-        trainer = Trainer(model, s.train_config(run.seed), train_data, collate_fn=train_data.collate, metrics_fn=pretraining_metrics,
-                          model_kwargs={"masked_only": True})  # the MLM decoder at the masked positions only
+        model = make_model(settings, self.tokenizer, **self.model_sizes(run))
+        trainer = make_trainer(settings, model, train_data, progress=False)
         started = time.perf_counter()
         history = trainer.fit()
         seconds = time.perf_counter() - started

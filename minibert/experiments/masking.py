@@ -20,23 +20,16 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import sys
 import time
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
-from tqdm.auto import tqdm
-
 from ..analysis.conllu import load_ud_english_ewt
-from ..atomic import atomic_path
-from ..config import PRESETS, BertConfig
-from ..heads import BertForMaskedLM
-from ..pretraining import MLMMasking, PretrainingDataset, build_pretraining_data, load_documents, pretraining_metrics
 from ..analysis.probing import tagging_probe
-from ..tokenizer import BertTokenizer
-from ..training import AUTOCAST_DTYPES, TrainConfig, Trainer, pick_device, pick_precision
-from ..training import evaluate as evaluate_model
+from ..config import PRESETS
+from ..pretraining import MLMMasking, PretrainingDataset
+from ..recipes.pretrain import make_model, make_trainer
+from .grid import GridSetup, PretrainingGrid
 
 # MASK/SAME/RND shares of Table 8, in the paper's order.
 STRATEGIES = {"80/10/10": (0.8, 0.1, 0.1), "100/0/0": (1.0, 0.0, 0.0), "80/0/20": (0.8, 0.0, 0.2),
@@ -45,54 +38,9 @@ STRATEGIES = {"80/10/10": (0.8, 0.1, 0.1), "100/0/0": (1.0, 0.0, 0.0), "80/0/20"
 PAPER_TABLE8 = {"80/10/10": (84.2, 95.4, 94.9), "100/0/0": (84.3, 94.9, 94.0), "80/0/20": (84.1, 95.2, 94.6),
                 "80/20/0": (84.4, 95.2, 94.7), "0/20/80": (83.7, 94.8, 94.6), "0/0/100": (83.6, 94.9, 94.6)}
 RATES = (0.15, 0.3, 0.45)
-EVAL_RATE, EVAL_SEED = 0.15, 1234
 
 
-@dataclass
-class GridSetup:
-    """Everything that is the same in every run of a grid, as plain data (stored with the results).
-
-    The defaults are notebook 04's recipe, which leaves the unigram plateau in three CPU-minutes at
-    bert-tiny's size: 16-token sequences, 64 of them a step, lr 1e-3, no dropout, BERT's post-LN.
-    The encoders get exactly ``max_seq_len`` positions, so that a probe reads them only where they
-    were trained: a word past the last position is left out of a probe (and of its baseline)."""
-    vocab_size: int = 4000
-    corpus: tuple[str, ...] = ("wikitext2_raw/wiki.valid.raw",)
-    eval_corpus: tuple[str, ...] = ("wikitext2_raw/wiki.test.raw",)
-    eval_examples: int = 512
-    max_seq_len: int = 16
-    steps: int = 3000
-    batch_size: int = 64
-    lr: float = 1e-3
-    device: str = "auto"
-    # The recipe's levers (`minibert pretrain`'s of the same names).
-    warmup_ratio: float = 0.1
-    dropout: float = 0.0
-    pre_layer_norm: bool = False
-
-    def __post_init__(self):
-        self.corpus, self.eval_corpus = tuple(self.corpus), tuple(self.eval_corpus)
-        for name in ("vocab_size", "eval_examples", "max_seq_len", "steps", "batch_size"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if self.lr <= 0:
-            raise ValueError(f"lr must be positive, got {self.lr}")
-        if not (0 <= self.dropout < 1 and 0 <= self.warmup_ratio < 1):
-            raise ValueError(f"dropout and warmup_ratio must be in [0, 1), got {self.dropout} and {self.warmup_ratio}")
-
-    def model_config(self, vocab_size: int, **sizes) -> BertConfig:
-        """The BertConfig of a run: its sizes (a preset's, or ``sizes``) with this setup's recipe."""
-        return BertConfig(**{**dict(vocab_size=vocab_size, max_position_embeddings=self.max_seq_len,
-                                    hidden_dropout_prob=self.dropout, attention_probs_dropout_prob=self.dropout,
-                                    pre_layer_norm=self.pre_layer_norm), **sizes})
-
-    def train_config(self, seed: int) -> TrainConfig:
-        return TrainConfig(max_steps=self.steps, batch_size=self.batch_size, lr=self.lr, warmup_ratio=self.warmup_ratio,
-                           device=self.device, progress=False, seed=seed)
-
-
-@dataclass
+@dataclass(kw_only=True)
 class AblationSetup(GridSetup):
     """The masking grid's setup: the shared recipe, one model size and the POS probe's data."""
     preset: str = "bert-tiny"
@@ -125,93 +73,6 @@ def masking_grid(strategies=tuple(STRATEGIES), rates=RATES, seeds=(0, 1, 2)) -> 
 
 
 @dataclass
-class PretrainingGrid:
-    """What every grid of small pre-training runs shares: the pieces prepared once (a tokenizer
-    trained on the corpus, the packed training text, the held-out fill-in-the-blank set), and a
-    results file written as each run finishes, so that an interrupted grid goes on where it stopped.
-
-    Subclasses say what one run is (``run_one``) and what the numbers mean (``measure_references``).
-    """
-    setup: GridSetup
-    results_path: str | os.PathLike | None = None
-    command: str | None = None  # how the results file was made, stored with it
-    progress_label = "pre-training runs"
-
-    def __post_init__(self):
-        s = self.setup
-        self.tokenizer = BertTokenizer.train([" ".join(d) for d in load_documents(list(s.corpus))],
-                                             vocab_size=s.vocab_size)
-        self.examples = build_pretraining_data(self.tokenizer, list(s.corpus), "none", s.max_seq_len).examples
-        fill_in_the_blank = MLMMasking(self.tokenizer, EVAL_RATE, (1.0, 0.0, 0.0))
-        self.eval_data = build_pretraining_data(self.tokenizer, list(s.eval_corpus), "none", s.max_seq_len,
-                                                masking=fill_in_the_blank, static_masking=True, seed=EVAL_SEED)
-        self.eval_data.examples = self.eval_data.examples[:s.eval_examples]
-        self.results, self.references = self._load()
-        if self.references is None:
-            self.references = self.measure_references()
-            self._save()  # kept at once: a grid stopped before its first run need not measure them again
-
-    def measure_references(self) -> dict[str, float]:
-        return {"unigram_loss": self.unigram_loss()}
-
-    def unigram_loss(self) -> float:
-        """Held-out MLM loss of always predicting the training text's token frequencies: the plateau
-        a model sits on before it reads context."""
-        counts = torch.bincount(torch.tensor([i for e in self.examples for i in e["input_ids"]]),
-                                minlength=self.tokenizer.vocab_size).double()
-        log_frequency = (counts.clamp_min(1) / counts.sum()).log()
-        labels = torch.tensor([y for e in self.eval_data.examples for y in e["labels"] if y != -100])
-        return -log_frequency[labels].mean().item()
-
-    def evaluate(self, model) -> dict[str, float]:
-        """Held-out MLM loss and accuracy at the masked positions, the same test for every model, on the
-        device and in the precision the runs train in."""
-        device = pick_device(self.setup.device)
-        precision = pick_precision("auto", device)
-        autocast = None if precision == "fp32" else torch.autocast(device.type, dtype=AUTOCAST_DTYPES[precision])
-        metrics = evaluate_model(model.to(device), self.eval_data, batch_size=min(self.setup.batch_size,
-                                                                                  len(self.eval_data)),
-                                 collate_fn=self.eval_data.collate, metrics_fn=pretraining_metrics, device=device,
-                                 autocast=autocast)
-        return {"mlm_loss": metrics["mlm_loss"], "mlm_accuracy": metrics["mlm_accuracy"]}
-
-    def _load(self) -> tuple[list[dict], dict | None]:
-        if self.results_path is None or not Path(self.results_path).exists():
-            return [], None
-        stored = json.loads(Path(self.results_path).read_text())
-        # A file from before a setting existed was made with that setting's default.
-        defaults = {f.name: f.default for f in fields(self.setup) if f.default is not MISSING}
-        if {**defaults, **stored["setup"]} != json.loads(json.dumps(asdict(self.setup))):
-            raise ValueError(f"{self.results_path} holds runs made with another setup ({stored['setup']}); "
-                             "pass that setup to go on with it, or choose a new results file")
-        return stored["runs"], stored["references"]
-
-    def _save(self) -> None:
-        if self.results_path is None:
-            return
-        payload = {"setup": asdict(self.setup), "command": self.command, "references": self.references,
-                   "runs": self.results,
-                   "versions": {"torch": torch.__version__, "python": sys.version.split()[0]}}
-        Path(self.results_path).parent.mkdir(parents=True, exist_ok=True)
-        with atomic_path(self.results_path) as tmp:
-            Path(tmp).write_text(json.dumps(payload, indent=1) + "\n")
-
-    def run(self, runs: list, progress: bool = True) -> list[dict]:
-        """Run what is not in the results yet; returns the results of ``runs`` (in their order)."""
-        done = {r["key"]: r for r in self.results}
-        todo = [run for run in runs if run.key not in done]
-        for run in tqdm(todo, desc=self.progress_label, disable=not progress or not todo):
-            result = self.run_one(run)
-            self.results.append(result)
-            done[run.key] = result
-            self._save()
-        return [done[run.key] for run in runs]
-
-    def run_one(self, run) -> dict:
-        raise NotImplementedError
-
-
-@dataclass
 class MaskingAblation(PretrainingGrid):
     """Prepares the shared pieces once (tokenizer, packed text, eval set, probe data), then runs a grid.
 
@@ -234,28 +95,24 @@ class MaskingAblation(PretrainingGrid):
         ``unigram_loss``: see ``PretrainingGrid.unigram_loss``. ``untrained_*``: a randomly
         initialised model (seed 0). ``majority_probe_accuracy``: each word's most frequent tag.
         """
-        torch.manual_seed(0)
-        untrained = BertForMaskedLM(self._model_config())
+        untrained = make_model(self.setup.run_settings(seed=0), self.tokenizer, **self._sizes())
         untrained_mlm = self.evaluate(untrained)
         probe = tagging_probe(untrained, self.tokenizer, self.probe_train, self.probe_test)
         return {"unigram_loss": self.unigram_loss(), "untrained_mlm_loss": untrained_mlm["mlm_loss"],
                 "untrained_probe_accuracy": probe["accuracy"], "majority_probe_accuracy": probe["majority_accuracy"]}
 
-    def _model_config(self) -> BertConfig:
+    def _sizes(self) -> dict:
+        """The preset's sizes, with exactly ``max_seq_len`` positions (see `GridSetup`)."""
         layers, hidden, heads = PRESETS[self.setup.preset]
-        return self.setup.model_config(self.tokenizer.vocab_size, num_hidden_layers=layers, hidden_size=hidden,
-                                       num_attention_heads=heads, intermediate_size=4 * hidden)
+        return dict(num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=heads,
+                    intermediate_size=4 * hidden, max_position_embeddings=self.setup.max_seq_len)
 
     def run_one(self, run: Run) -> dict:
-        """Pre-train one model with this masking from this seed, then measure it."""
-        s = self.setup
-        masking = MLMMasking(self.tokenizer, run.rate, STRATEGIES[run.strategy])
-        train_data = PretrainingDataset(self.examples, masking)
-        torch.manual_seed(run.seed)
-        model = BertForMaskedLM(self._model_config())
-        trainer = Trainer(model, s.train_config(run.seed), train_data, self.eval_data, collate_fn=train_data.collate,
-                          metrics_fn=pretraining_metrics, model_kwargs={"masked_only": True},
-                          eval_model_kwargs={"masked_only": True})
+        """Pre-train one model with this masking from this seed (the recipe's steps), then measure it."""
+        settings = self.setup.run_settings(run.seed, mlm_probability=run.rate, mask_same_rnd=STRATEGIES[run.strategy])
+        train_data = PretrainingDataset(self.examples, MLMMasking(self.tokenizer, run.rate, STRATEGIES[run.strategy]))
+        model = make_model(settings, self.tokenizer, **self._sizes())
+        trainer = make_trainer(settings, model, train_data, self.eval_data, progress=False)
         started = time.perf_counter()
         history = trainer.fit()
         seconds = time.perf_counter() - started

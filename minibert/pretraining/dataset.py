@@ -7,21 +7,68 @@ or ``BertForMaskedLM(**batch)`` take.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 
+import numpy as np
 import torch
 from torch import Tensor
 from torch.utils.data import Dataset
 
 from ..heads import IGNORE_INDEX
 from ..training.batching import pad
-from .corpus import load_documents, tokenize_documents
 from .masking import MLMMasking, mask_dynamically, mask_statically
-from .pairs import OBJECTIVES, create_sentence_pairs, pack_full_sentences
+from .pairs import OBJECTIVES, packed_spans, packed_tokens, pair_spans
+from .tokenized import TokenizedCorpus, tokenize_corpus
+
+
+class SpanExamples(Sequence):
+    """Pre-training examples kept as offsets into a `TokenizedCorpus`, made into dicts when read.
+
+    Rows of ``spans`` are (A start, A end, B start, B end, label) for sentence pairs, (start, end) for
+    packed sequences (`pairs`). Indexing gives what a list of example dicts would: ``input_ids``,
+    ``token_type_ids`` and, for pairs, ``next_sentence_label``; a slice gives a list of them.
+    """
+
+    def __init__(self, corpus: TokenizedCorpus, spans: np.ndarray, cls_token_id: int, sep_token_id: int):
+        self.corpus, self.spans, self.cls, self.sep = corpus, spans, cls_token_id, sep_token_id
+
+    def __len__(self) -> int:
+        return len(self.spans)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        row = self.spans[index].tolist()
+        if len(row) == 2:  # a packed sequence: [CLS] text [SEP]
+            tokens = packed_tokens(self.corpus, *row, self.sep)
+            return {"input_ids": [self.cls, *tokens, self.sep], "token_type_ids": [0] * (len(tokens) + 2)}
+        a, b = self.corpus.tokens(row[0], row[1]), self.corpus.tokens(row[2], row[3])
+        return {"input_ids": [self.cls, *a, self.sep, *b, self.sep],                       # [CLS] A [SEP] B [SEP]
+                "token_type_ids": [0] * (len(a) + 2) + [1] * (len(b) + 1),
+                "next_sentence_label": row[4]}
+
+    def token_counts(self, vocab_size: int) -> np.ndarray:
+        """(V,) how often each token occurs in all the examples, [CLS] and [SEP] included, without making them."""
+        pairs = self.spans.shape[1] == 5
+        segments = np.concatenate([self.spans[:, 0:2], self.spans[:, 2:4]]) if pairs else self.spans
+        cover = np.zeros(len(self.corpus.ids) + 1, dtype=np.int64)  # how many segments hold each token
+        np.add.at(cover, segments[:, 0], 1)
+        np.add.at(cover, segments[:, 1], -1)
+        counts = np.bincount(self.corpus.ids, weights=np.cumsum(cover)[:-1], minlength=vocab_size).astype(np.int64)
+        counts[self.cls] += len(self)
+        if pairs:
+            counts[self.sep] += 2 * len(self)
+        else:  # one closing [SEP] each, and one before every document that starts inside a sequence
+            starts = np.unique(self.corpus.document_token_starts())
+            inside = np.searchsorted(starts, self.spans[:, 1], "left") - np.searchsorted(starts, self.spans[:, 0], "right")
+            counts[self.sep] += len(self) + int(inside.sum())
+        return counts
 
 
 class PretrainingDataset(Dataset):
     """Pre-tokenized examples (dicts: ``input_ids``, ``token_type_ids``, maybe ``next_sentence_label`` and,
-    when masked statically, ``labels``) and the ``collate`` that turns a list of them into a batch.
+    when masked statically, ``labels``; a list, or `SpanExamples` that make them when read) and the
+    ``collate`` that turns a list of them into a batch.
 
     ``DataLoader(dataset, batch_size=32, shuffle=True, collate_fn=dataset.collate)``.
     """
@@ -74,19 +121,14 @@ def build_pretraining_data(tokenizer, sources, objective: str = "nsp", max_seq_l
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
     masking = masking or MLMMasking(tokenizer)
-    documents = tokenize_documents(tokenizer, load_documents(sources))
-    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
-    rng, examples = random.Random(seed), []
-    for _ in range(dupe_factor):
-        if objective == "none":  # the same packing each time; only static masks differ between copies
-            examples += [{"input_ids": [cls, *tokens, sep], "token_type_ids": [0] * (len(tokens) + 2)}
-                         for tokens in pack_full_sentences(documents, max_seq_len, sep)]
-            continue
-        for a, b, label in create_sentence_pairs(documents, max_seq_len, objective=objective,
-                                                 short_seq_prob=short_seq_prob, rng=rng):
-            examples.append({"input_ids": [cls, *a, sep, *b, sep],                     # [CLS] A [SEP] B [SEP]
-                             "token_type_ids": [0] * (len(a) + 2) + [1] * (len(b) + 1),
-                             "next_sentence_label": label})
+    corpus = tokenize_corpus(tokenizer, sources)
+    if objective == "none":  # the same packing each time; only static masks differ between copies
+        spans = np.tile(packed_spans(corpus, max_seq_len), (dupe_factor, 1))
+    else:
+        rng = random.Random(seed)
+        spans = np.concatenate([pair_spans(corpus, max_seq_len, objective=objective, short_seq_prob=short_seq_prob,
+                                           rng=rng) for _ in range(dupe_factor)])
+    examples = SpanExamples(corpus, spans, tokenizer.cls_token_id, tokenizer.sep_token_id)
     if static_masking:
         examples = mask_statically(examples, masking, seed)
     return PretrainingDataset(examples, masking, pad_to)

@@ -35,11 +35,7 @@ class MLMMasking:
 
     def __init__(self, tokenizer, mlm_probability: float = 0.15,
                  mask_same_rnd: tuple[float, float, float] = (0.8, 0.1, 0.1), whole_word: bool = False):
-        if not 0 < mlm_probability <= 1:
-            raise ValueError(f"mlm_probability must be in (0, 1], got {mlm_probability!r}")
-        if len(mask_same_rnd) != 3 or min(mask_same_rnd) < 0 or abs(sum(mask_same_rnd) - 1) > 1e-6:
-            raise ValueError(f"mask_same_rnd={tuple(mask_same_rnd)!r} must be three shares >= 0 of the chosen "
-                             "tokens (MASK, SAME, RND) that sum to 1, e.g. (0.8, 0.1, 0.1)")
+        self.check(mlm_probability, mask_same_rnd)
         self.mlm_probability, self.mask_same_rnd, self.whole_word = mlm_probability, tuple(mask_same_rnd), whole_word
         self.mask_token_id, self.pad_token_id = tokenizer.mask_token_id, tokenizer.pad_token_id
         vocab = tokenizer.get_vocab()
@@ -51,6 +47,15 @@ class MLMMasking:
         # RND draws from real tokens: not the special ones, nor the reserved "[unused7]" that text never holds.
         self.random_ids = torch.tensor(sorted(i for token, i in vocab.items()
                                               if not (len(token) > 2 and token[0] == "[" and token[-1] == "]")))
+
+    @staticmethod
+    def check(mlm_probability: float, mask_same_rnd: tuple[float, float, float]) -> None:
+        """The masking's knobs, checked (also by settings that make a masking later)."""
+        if not 0 < mlm_probability <= 1:
+            raise ValueError(f"mlm_probability must be in (0, 1], got {mlm_probability!r}")
+        if len(mask_same_rnd) != 3 or min(mask_same_rnd) < 0 or abs(sum(mask_same_rnd) - 1) > 1e-6:
+            raise ValueError(f"mask_same_rnd={tuple(mask_same_rnd)!r} must be three shares >= 0 of the chosen "
+                             "tokens (MASK, SAME, RND) that sum to 1, e.g. (0.8, 0.1, 0.1)")
 
     def __call__(self, input_ids: Tensor, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
         """(B, T) ids -> (corrupted ids, labels): labels hold the original id where chosen, -100 elsewhere.

@@ -5,6 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from ..heads import IGNORE_INDEX
+from ..training.batching import pad, pad_with_mask
 
 
 def pretraining_metrics(outputs, batch) -> dict[str, float]:
@@ -40,8 +41,11 @@ def unigram_loss(train_examples, eval_examples, vocab_size: int) -> float:
     the loss falls fast to here and then hardly moves, and every blank gets "the". Only a model
     below this line reads the words around the blank.
     """
-    counts = torch.bincount(torch.tensor([i for e in train_examples for i in e["input_ids"]]),
-                            minlength=vocab_size).double()                                       # (V,)
+    if hasattr(train_examples, "token_counts"):  # `SpanExamples`: counted from the corpus, nothing made
+        counts = torch.from_numpy(train_examples.token_counts(vocab_size)).double()              # (V,)
+    else:
+        counts = torch.bincount(torch.tensor([i for e in train_examples for i in e["input_ids"]]),
+                                minlength=vocab_size).double()                                   # (V,)
     log_frequency = (counts.clamp_min(1) / counts.sum()).log()
     labels = torch.tensor([y for e in eval_examples for y in e["labels"] if y != IGNORE_INDEX])
     if len(labels) == 0:
@@ -49,3 +53,29 @@ def unigram_loss(train_examples, eval_examples, vocab_size: int) -> float:
                          "fill_in_the_blank_data")
     return -log_frequency[labels].mean().item()
 
+
+
+@torch.no_grad()
+def next_sentence_accuracy(model, examples, pad_token_id: int = 0, batch_size: int = 64) -> float:
+    """How often a ``BertForPreTraining`` tells IsNext from NotNext (or, trained with SOP, the order) on
+    sentence pairs as a user writes them: every token as it is, none masked.
+
+    ``examples``: dicts with ``input_ids``, ``token_type_ids`` and ``next_sentence_label`` (`build_pretraining_data`
+    with ``objective="nsp"``). Only the pooled [CLS] vector and the NSP layer run: the masked-LM decoder,
+    a (B, T, V) tensor, is not needed for this.
+    """
+    device = next(model.parameters()).device
+    was_training, correct = model.training, 0
+    model.eval()
+    try:
+        for start in range(0, len(examples), batch_size):
+            batch = examples[start:start + batch_size]
+            ids, mask = pad_with_mask([e["input_ids"] for e in batch], pad_token_id)           # (B, T) each
+            inputs = {"input_ids": ids, "attention_mask": mask,
+                      "token_type_ids": pad([e["token_type_ids"] for e in batch], 0)}
+            pooled = model.bert(**{k: v.to(device) for k, v in inputs.items()}).pooler_output
+            guesses = model.cls.seq_relationship(pooled).argmax(-1).cpu()                     # (B,)
+            correct += int((guesses == torch.tensor([e["next_sentence_label"] for e in batch])).sum())
+    finally:
+        model.train(was_training)
+    return correct / len(examples)

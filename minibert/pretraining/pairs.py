@@ -7,19 +7,27 @@
 - none (RoBERTa's FULL-SENTENCES, Liu et al. 2019): ``[CLS] s1 s2 ... [SEP]`` packed with whole
   sentences across documents, no sentence-level label -- `pack_full_sentences`.
 
+Every segment is a run of consecutive text, so an example is a few offsets into a `TokenizedCorpus`
+(`pair_spans`, `packed_spans`): all of Wikipedia's examples fit in a few megabytes. The functions
+that take nested lists (documents -> sentences -> ids) run the same code and return the tokens.
 NSP and SOP cut the documents into the same chunks (`_pairs_from_chunks`); they differ only in the
 negative pair.
 """
 from __future__ import annotations
 
-import itertools
 import random
 from typing import Callable
+
+import numpy as np
+
+from .tokenized import TokenizedCorpus
 
 OBJECTIVES = ("nsp", "sop", "none")
 
 Pair = tuple[list[int], list[int], int]  # (tokens A, tokens B, label)
-Negative = Callable[[int, list[int], list[int], int], tuple[list[int], list[int]]]  # (document, A, B, target) -> (A, B)
+Span = list[int]  # [start, end) in the corpus's ids; a list, so that truncation can move its ends
+# (document, A, B, target length) -> (A, B) of a label-1 pair
+Negative = Callable[[int, Span, Span, int], tuple[Span, Span]]
 
 
 def create_sentence_pairs(documents: list[list[list[int]]], max_seq_len: int = 128, *,
@@ -33,26 +41,9 @@ def create_sentence_pairs(documents: list[list[list[int]]], max_seq_len: int = 1
     documents (Google's script makes ten tries that may all land on the same one).
     ``objective="sop"`` makes ALBERT's pairs instead: `sentence_order_pairs`.
     """
-    if objective not in ("nsp", "sop"):
-        raise ValueError(f"objective must be 'nsp' or 'sop' for sentence pairs, got {objective!r}")
-    if objective == "sop":
-        return sentence_order_pairs(documents, max_seq_len, short_seq_prob=short_seq_prob, rng=rng)
-    max_num_tokens = _max_num_tokens(max_seq_len)
-    if len(documents) < 2:
-        raise ValueError(f"NSP needs at least two documents (NotNext takes B from another one), got {len(documents)}")
-    rng = rng or random.Random(0)
-
-    def not_next(index: int, tokens_a: list[int], tokens_b: list[int], target: int) -> tuple[list[int], list[int]]:
-        other = rng.randrange(len(documents) - 1)
-        other_document = documents[other + (other >= index)]
-        random_b = []
-        for sentence in other_document[rng.randrange(len(other_document)):]:
-            random_b += sentence
-            if len(random_b) >= target - len(tokens_a):
-                break
-        return tokens_a, random_b
-
-    return _pairs_from_chunks(documents, max_num_tokens, short_seq_prob, rng, not_next, put_back_b=True)
+    corpus = TokenizedCorpus.from_documents(documents)
+    spans = pair_spans(corpus, max_seq_len, objective=objective, short_seq_prob=short_seq_prob, rng=rng)
+    return [(corpus.tokens(a0, a1), corpus.tokens(b0, b1), int(label)) for a0, a1, b0, b1, label in spans]
 
 
 def sentence_order_pairs(documents: list[list[list[int]]], max_seq_len: int = 128, *,
@@ -64,13 +55,39 @@ def sentence_order_pairs(documents: list[list[list[int]]], max_seq_len: int = 12
     its coherence, tells them apart. The chunks are NSP's (`_pairs_from_chunks`); one document is
     enough, since nothing is taken from another.
     """
+    return create_sentence_pairs(documents, max_seq_len, objective="sop", short_seq_prob=short_seq_prob, rng=rng)
+
+
+def pair_spans(corpus: TokenizedCorpus, max_seq_len: int = 128, *, objective: str = "nsp",
+               short_seq_prob: float = 0.1, rng: random.Random | None = None) -> np.ndarray:
+    """The pairs of `create_sentence_pairs` (``objective="nsp"``) or `sentence_order_pairs` ("sop") as
+    offsets: (N, 5) rows of A's start and end, B's start and end in ``corpus.ids``, and the label."""
+    if objective not in ("nsp", "sop"):
+        raise ValueError(f"objective must be 'nsp' or 'sop' for sentence pairs, got {objective!r}")
     max_num_tokens = _max_num_tokens(max_seq_len)
     rng = rng or random.Random(0)
+    starts, documents = corpus.sentence_starts, corpus.document_starts
+    if objective == "sop":
+        def negative(index: int, a: Span, b: Span, target: int) -> tuple[Span, Span]:
+            return b, a
+        return _pairs_from_chunks(corpus, max_num_tokens, short_seq_prob, rng, negative, put_back_b=False)
 
-    def swapped(index: int, tokens_a: list[int], tokens_b: list[int], target: int) -> tuple[list[int], list[int]]:
-        return tokens_b, tokens_a
+    if corpus.num_documents < 2:
+        raise ValueError(f"NSP needs at least two documents (NotNext takes B from another one), got "
+                         f"{corpus.num_documents}")
 
-    return _pairs_from_chunks(documents, max_num_tokens, short_seq_prob, rng, swapped, put_back_b=False)
+    def not_next(index: int, a: Span, b: Span, target: int) -> tuple[Span, Span]:
+        other = rng.randrange(corpus.num_documents - 1)
+        other += other >= index
+        first, end = int(documents[other]), int(documents[other + 1])
+        k = first + rng.randrange(end - first)
+        wanted = target - (a[1] - a[0])
+        stop = k + 1  # whole sentences from k until B is long enough, or the document ends
+        while stop < end and starts[stop] - starts[k] < wanted:
+            stop += 1
+        return a, [int(starts[k]), int(starts[stop])]
+
+    return _pairs_from_chunks(corpus, max_num_tokens, short_seq_prob, rng, not_next, put_back_b=True)
 
 
 def _max_num_tokens(max_seq_len: int) -> int:
@@ -80,9 +97,9 @@ def _max_num_tokens(max_seq_len: int) -> int:
     return max_seq_len - 3
 
 
-def _pairs_from_chunks(documents: list[list[list[int]]], max_num_tokens: int, short_seq_prob: float,
-                       rng: random.Random, negative: Negative, put_back_b: bool) -> list[Pair]:
-    """The segment pairs NSP and SOP share; ``negative(index, tokens_a, tokens_b, target)`` makes a label-1 pair.
+def _pairs_from_chunks(corpus: TokenizedCorpus, max_num_tokens: int, short_seq_prob: float,
+                       rng: random.Random, negative: Negative, put_back_b: bool) -> np.ndarray:
+    """The segment pairs NSP and SOP share; ``negative(index, a, b, target)`` makes a label-1 pair.
 
     Whole sentences are gathered into a chunk until it reaches the target length (``max_num_tokens``;
     with probability ``short_seq_prob`` a random shorter target, so the model also sees the short
@@ -98,35 +115,41 @@ def _pairs_from_chunks(documents: list[list[list[int]]], max_num_tokens: int, sh
     def draw_target() -> int:
         return rng.randint(2, max_num_tokens) if rng.random() < short_seq_prob else max_num_tokens
 
+    starts, lengths = corpus.sentence_starts, corpus.sentence_lengths()
     pairs = []
-    for index, document in enumerate(documents):
-        chunk, length, i, target = [], 0, 0, draw_target()
-        while i < len(document):
-            chunk.append(document[i])
-            length += len(document[i])
+    for index in range(corpus.num_documents):
+        first, end = int(corpus.document_starts[index]), int(corpus.document_starts[index + 1])
+        chunk_start, length, i, target = first, 0, first, draw_target()  # the chunk: sentences chunk_start..i-1
+        while i < end:
+            length += int(lengths[i])
             i += 1
-            if i < len(document) and (length < target or len(chunk) < 2):
+            chunk = i - chunk_start
+            if i < end and (length < target or chunk < 2):
                 continue
-            if len(chunk) >= 2:
-                a_end = rng.randint(1, len(chunk) - 1)
-                tokens_a, tokens_b = list(itertools.chain(*chunk[:a_end])), list(itertools.chain(*chunk[a_end:]))
+            if chunk >= 2:
+                a_end = chunk_start + rng.randint(1, chunk - 1)
+                a, b = [int(starts[chunk_start]), int(starts[a_end])], [int(starts[a_end]), int(starts[i])]
                 label = int(rng.random() < 0.5)
                 if label:
-                    tokens_a, tokens_b = negative(index, tokens_a, tokens_b, target)
+                    a, b = negative(index, a, b, target)
                     if put_back_b:
-                        i -= len(chunk) - a_end  # the unused sentences start the next chunk
-                _truncate_pair(tokens_a, tokens_b, max_num_tokens, rng)
-                pairs.append((tokens_a, tokens_b, label))
-            chunk, length, target = [], 0, draw_target()
+                        i = a_end  # the unused sentences start the next chunk
+                _truncate_pair(a, b, max_num_tokens, rng)
+                pairs.append((*a, *b, label))
+            chunk_start, length, target = i, 0, draw_target()
     if not pairs:
         raise ValueError("no sentence pair could be made: every document is shorter than two sentences")
-    return pairs
+    return np.asarray(pairs, dtype=np.int64)
 
 
-def _truncate_pair(tokens_a: list[int], tokens_b: list[int], max_num_tokens: int, rng: random.Random) -> None:
-    while len(tokens_a) + len(tokens_b) > max_num_tokens:
-        longer = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
-        del longer[0 if rng.random() < 0.5 else -1]
+def _truncate_pair(a: Span, b: Span, max_num_tokens: int, rng: random.Random) -> None:
+    """Cut the longer segment's front or back, a token at a time, until the two fit."""
+    while (a[1] - a[0]) + (b[1] - b[0]) > max_num_tokens:
+        longer = a if a[1] - a[0] > b[1] - b[0] else b
+        if rng.random() < 0.5:
+            longer[0] += 1
+        else:
+            longer[1] -= 1
 
 
 def pack_full_sentences(documents: list[list[list[int]]], max_seq_len: int, sep_token_id: int) -> list[list[int]]:
@@ -136,19 +159,40 @@ def pack_full_sentences(documents: list[list[list[int]]], max_seq_len: int, sep_
     longer than a whole sequence is cut into pieces, so no text is lost. No NSP label: RoBERTa found
     that dropping NSP and filling every input matches or beats BERT (Liu et al. 2019, Table 2).
     """
+    corpus = TokenizedCorpus.from_documents(documents)
+    return [packed_tokens(corpus, start, end, sep_token_id) for start, end in packed_spans(corpus, max_seq_len)]
+
+
+def packed_spans(corpus: TokenizedCorpus, max_seq_len: int) -> np.ndarray:
+    """The sequences of `pack_full_sentences` as (N, 2) rows of [start, end) in ``corpus.ids``; a sequence
+    is that run of text with a ``[SEP]`` before every document that starts inside it (`packed_tokens`)."""
     capacity = max_seq_len - 2  # [CLS] ... [SEP]
     if capacity < 1:
         raise ValueError(f"max_seq_len={max_seq_len} leaves no room for text beside [CLS] and [SEP]")
-    sequences, current = [], []
-    for document in documents:
+    starts, lengths = corpus.sentence_starts, corpus.sentence_lengths()
+    sequences, start, size = [], 0, 0  # the sequence being filled: its text starts at `start`, holds `size`
+    for d in range(corpus.num_documents):
         new_document = True
-        for sentence in document:
-            for start in range(0, len(sentence), capacity):
-                piece = sentence[start:start + capacity]
-                separator = [sep_token_id] if new_document and current else []
-                if len(current) + len(separator) + len(piece) > capacity:
-                    sequences.append(current)
-                    current, separator = [], []
-                current += separator + piece
+        for k in range(corpus.document_starts[d], corpus.document_starts[d + 1]):
+            for offset in range(0, int(lengths[k]), capacity):
+                piece = min(capacity, int(lengths[k]) - offset)
+                separator = int(new_document and size > 0)
+                if size + separator + piece > capacity:
+                    sequences.append((start, int(starts[k]) + offset))
+                    start, size, separator = int(starts[k]) + offset, 0, 0
+                size += separator + piece
                 new_document = False
-    return sequences + [current] if current else sequences
+    if size:
+        sequences.append((start, int(starts[-1])))
+    return np.asarray(sequences, dtype=np.int64).reshape(-1, 2)
+
+
+def packed_tokens(corpus: TokenizedCorpus, start: int, end: int, sep_token_id: int) -> list[int]:
+    """The text ``ids[start:end]`` with a ``[SEP]`` before each document that starts inside it."""
+    document_starts = np.unique(corpus.document_token_starts())  # an empty document starts where the next does
+    inside = document_starts[(document_starts > start) & (document_starts < end)]
+    tokens, previous = [], start
+    for boundary in inside.tolist():
+        tokens += corpus.tokens(previous, boundary) + [sep_token_id]
+        previous = boundary
+    return tokens + corpus.tokens(previous, end)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from importlib import import_module
 from pathlib import Path
 
@@ -18,12 +18,14 @@ import torch
 from ..config import read_json
 from ..heads import BertForMaskedLM, BertForPreTraining
 from ..hub import WEIGHT_FILES
-from ..pretraining import (MLMMasking, build_pretraining_data, fill_in_the_blank_data, pretraining_metrics,
-                           unigram_loss)
+from ..pretraining import (MLMMasking, WikiTextAsStored, build_pretraining_data, fill_in_the_blank_data,
+                           next_sentence_accuracy)
+from ..pretraining.dataset import FILL_IN_THE_BLANK_SEED
 from ..tasks import get_task
 from ..tokenizer import TOKENIZER_FILES, BertTokenizer
-from ..training import evaluate, find_checkpoints
+from ..training import find_checkpoints
 from .finetune import held_out_score, recorded_run
+from .pretrain import PretrainSettings, held_out_data, plateau, score, training_data
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "int8": None}
 MODEL_CLASSES = ("BertModel", "BertForPreTraining", "BertForMaskedLM", "BertForSequenceClassification",
@@ -171,7 +173,8 @@ def export_pretrained(run: Path, out: Path, dtype: str) -> Path:
     (out / "held_out.json").write_text(json.dumps(held_out, indent=2) + "\n")
     size_mb = weights_mb(out)
     flags = [f"--{k.replace('_', '-')}" + ("" if v is True else " " + (" ".join(map(str, v)) if isinstance(v, list) else str(v)))
-             for k, v in a.items() if v is not None and v is not False and k not in ("func", "resume", "out")]
+             for k, v in sorted(a.items(), key=lambda kv: kv[0] not in ("preset", "init_from"))  # the model first
+             if v is not None and v is not False and k not in ("func", "resume", "out")]
     flags = [f.replace("--pre-layer-norm", "--pre-ln") for f in flags
              if not (a.get("init_from") and f.startswith(("--preset", "--tokenizer")))]  # init_from's own
     pretrain_command = " \\\n    ".join(["minibert pretrain " + " ".join(flags), f"--out {run.as_posix()}"])
@@ -184,10 +187,20 @@ def export_pretrained(run: Path, out: Path, dtype: str) -> Path:
     values = [f"{held_out['eval_mlm_accuracy']:.1%}", f"{held_out['eval_mlm_top5']:.1%}",
               f"{held_out['eval_mlm_loss']:.3f}", f"{held_out['unigram_loss']:.3f}",
               f"{held_out['eval_mlm_accuracy_80_10_10']:.1%}"]
+    if "eval_mlm_accuracy_as_stored" in held_out:
+        columns.insert(2, "as stored")
+        values.insert(2, f"{held_out['eval_mlm_accuracy_as_stored']:.1%}")
     if pairs:
-        columns.append(f"{sentence_task} accuracy")
-        values.append(f"{held_out['eval_nsp_accuracy']:.1%}")
+        columns += [f"{sentence_task} accuracy", f"{sentence_task}, no blanks"]
+        values += [f"{held_out['eval_nsp_accuracy']:.1%}", f"{held_out['eval_nsp_accuracy_unmasked']:.1%}"]
     unit = "sequence pairs" if pairs else "sequences"
+    notes = ""
+    if "eval_mlm_accuracy_as_stored" in held_out:
+        notes += ("\nWikiText is scored in plain form, its tokenisation marks undone (`1 @,@ 000` read as `1,000`), "
+                  "and, under \"as stored\", with the marks kept, as the file holds it (accuracy).")
+    if pairs:
+        notes += (f"\n{sentence_task} accuracy: on the held-out sentence pairs of the test, their blanks in place as "
+                  "in training; \"no blanks\": the same pairs with every token as written.")
     origin = (f"{a['init_from']} ({recipe['parameters']:,} parameters) with a masked-LM head, made by continued "
               f"pre-training with the course's own recipe (the encoder trained too, the head fresh and tied to the "
               f"word embeddings)" if a.get("init_from") else
@@ -218,7 +231,7 @@ original token (accuracy: its first guess; top-5: among its first five; loss: me
 nats). The unigram plateau is the loss of always answering with the training text's token
 frequencies: a model below it reads the context. The 80/10/10 accuracy scores the training
 corruption instead, where a tenth of the scored tokens are left in place (free answers), so it
-reads higher; it is given for comparison with older cards only.
+reads higher; it is given for comparison with older cards only.{notes}
 
 `history.json` holds the training curve, `recipe.json` every setting and the time it took.
 """
@@ -227,21 +240,27 @@ reads higher; it is given for comparison with older cards only.
 
 
 def score_held_out(model, tokenizer, args: dict) -> tuple[dict[str, float], int]:
-    """A pre-trained model on its recipe's held-out text: fill-in-the-blank figures (every scored token a
-    [MASK]), the unigram plateau, and the accuracy under the training corruption, labelled as such."""
-    blanks = fill_in_the_blank_data(tokenizer, args["eval_corpus"], args["objective"], args["max_seq_len"])
-    masked_only = {"masked_only": True}
-    measured = evaluate(model, blanks, batch_size=32, collate_fn=blanks.collate, metrics_fn=pretraining_metrics,
-                        device="cpu", model_kwargs=masked_only)
-    corruption = MLMMasking(tokenizer, args["mlm_probability"], tuple(args["mask_same_rnd"]), whole_word=args["whole_word"])
-    corrupted = build_pretraining_data(tokenizer, args["eval_corpus"], args["objective"], args["max_seq_len"],
-                                       masking=corruption, static_masking=True, seed=args["seed"])
-    as_trained = evaluate(model, corrupted, batch_size=32, collate_fn=corrupted.collate,
-                          metrics_fn=pretraining_metrics, device="cpu", model_kwargs=masked_only)
-    train_examples = build_pretraining_data(tokenizer, args["corpus"], "none", args["max_seq_len"]).examples
-    held_out = {**{f"eval_{name}": value for name, value in measured.items()},  # named as in history.json
-                "eval_mlm_accuracy_80_10_10": as_trained["mlm_accuracy"],
-                "unigram_loss": unigram_loss(train_examples, blanks.examples, tokenizer.vocab_size)}
+    """A pre-trained model on its recipe's held-out text (the recipe's `score`): fill-in-the-blank figures
+    (every scored token a [MASK]) and the unigram plateau; WikiText also as stored, its tokenisation marks
+    kept; NSP (or SOP) on held-out pairs with no token masked; and the accuracy under the training
+    corruption, labelled as such."""
+    s = PretrainSettings(**{k: v for k, v in args.items() if k in {f.name for f in fields(PretrainSettings)}})
+    blanks = held_out_data(s, tokenizer)
+    held_out = {f"eval_{name}": value for name, value in score(s, model, blanks, 32, "cpu").items()}  # as in history.json
+    stored = [WikiTextAsStored(source) for source in s.eval_corpus if str(source).startswith("wikitext")]
+    if stored:
+        as_stored = score(s, model, fill_in_the_blank_data(tokenizer, stored, s.objective, s.max_seq_len), 32, "cpu")
+        held_out.update(eval_mlm_accuracy_as_stored=as_stored["mlm_accuracy"], eval_mlm_top5_as_stored=as_stored["mlm_top5"])
+    if s.objective != "none" and isinstance(model, BertForPreTraining):
+        # the pairs of the fill-in-the-blank test (its seed), without its blanks
+        pairs = build_pretraining_data(tokenizer, list(s.eval_corpus), s.objective, s.max_seq_len,
+                                       seed=FILL_IN_THE_BLANK_SEED)
+        held_out["eval_nsp_accuracy_unmasked"] = next_sentence_accuracy(model, pairs.examples, tokenizer.pad_token_id)
+    corruption = MLMMasking(tokenizer, s.mlm_probability, s.mask_same_rnd, whole_word=s.whole_word)
+    corrupted = build_pretraining_data(tokenizer, list(s.eval_corpus), s.objective, s.max_seq_len,
+                                       masking=corruption, static_masking=True, seed=s.seed)
+    held_out["eval_mlm_accuracy_80_10_10"] = score(s, model, corrupted, 32, "cpu")["mlm_accuracy"]
+    held_out["unigram_loss"] = plateau(training_data(s, tokenizer), blanks, tokenizer.vocab_size)
     return held_out, len(blanks)
 
 

@@ -1,9 +1,18 @@
-"""``minibert pretrain``: BERT's pre-training (Devlin et al. §3.1, §A.2) at any size.
+"""``minibert pretrain``: BERT's pre-training (Devlin et al. §3.1, §A.2) at any size, the one way to run it.
 
-Text → WordPiece → NSP/SOP pairs or packed sentences → dynamic 15% masking → `Trainer`. Every knob
-of the masking ablations (notebook 05) is a setting (`PretrainSettings`), and the output folder is
-a checkpoint that ``BertForPreTraining.from_pretrained`` (or transformers) loads, with its
-tokenizer beside it. ``minibert export`` (`minibert.recipes.export`) turns it into a model to ship.
+A run is five steps, each a function of its settings, so that a grid of runs (`minibert.experiments`)
+or a benchmark composes the same steps instead of copying them:
+
+1. text and tokenizer (`make_tokenizer`): the model's vocabulary, or a new WordPiece one;
+2. data (`training_data`, `held_out_data`): WordPiece → NSP/SOP pairs or packed sentences → 15%
+   masking, and the held-out fill-in-the-blank test;
+3. model (`make_model`): a preset size, or a pre-trained BERT given the heads it lacks;
+4. train (`make_trainer`): the `Trainer`, its settings translated from these in one place;
+5. score (`score`): fill-in-the-blank (and NSP) on held-out text, against the unigram plateau.
+
+`TrainingSettings` is the block of knobs all of them share. The output folder of `pretrain` is a
+checkpoint that ``BertForPreTraining.from_pretrained`` (or transformers) loads, with its tokenizer
+beside it; ``minibert export`` (`minibert.recipes.export`) turns it into a model to ship.
 """
 from __future__ import annotations
 
@@ -17,52 +26,92 @@ import torch
 
 from ..config import ALBERT_PRESETS, PRESETS, BertConfig, read_json
 from ..heads import BertForMaskedLM, BertForPreTraining
-from ..pretraining import (OBJECTIVES, MLMMasking, build_pretraining_data, fill_in_the_blank_data, load_documents,
-                           pretraining_metrics, unigram_loss)
+from ..pretraining import (OBJECTIVES, MLMMasking, PretrainingDataset, build_pretraining_data,
+                           fill_in_the_blank_data, load_documents, pretraining_metrics, unigram_loss)
 from ..tokenizer import BertTokenizer
-from ..training import PRECISIONS, TrainConfig, Trainer, find_checkpoints
+from ..training import (AUTOCAST_DTYPES, PRECISIONS, TrainConfig, Trainer, evaluate, find_checkpoints, pick_device,
+                        pick_precision)
 
 DEFAULT_TOKENIZER = "sentence-transformers/all-MiniLM-L6-v2"  # the bert-base-uncased vocabulary
 
 
 @dataclass(kw_only=True)
-class PretrainSettings:
-    """A pre-training run as plain data; the defaults are ``minibert pretrain``'s (see its --help), and
-    recipe.json stores them as they are (``asdict``), so a run can be repeated and described."""
-    out: str                                    # checkpoints (step-N/), tokenizer/, history.json, recipe.json
-    preset: str = "bert-tiny"                   # a BERT or ALBERT size (`minibert.config.PRESETS`, `ALBERT_PRESETS`)
-    init_from: str | None = None                # or go on pre-training a BERT (Hub id or folder): its encoder,
-                                                # config and vocabulary; the heads it lacks start fresh
+class TrainingSettings:
+    """The knobs every pre-training run has, whoever runs it: what it reads, how big its inputs and its
+    vocabulary are, and how it trains. Checked here, once; `PretrainSettings` and the grids' setups
+    (`minibert.experiments.grid.GridSetup`) add what is their own and give their own defaults."""
     corpus: tuple[str, ...] = ("wikitext2_raw/wiki.valid.raw",)   # training text: corpora, DATASET/FILE or paths
     eval_corpus: tuple[str, ...] = ("wikitext2_raw/wiki.test.raw",)  # held-out text; () for none
-    tokenizer: str = DEFAULT_TOKENIZER          # a Hub id or folder with the vocabulary,
-    vocab_size: int | None = None               # or train a new WordPiece vocabulary of this size on the corpus
-    objective: str = "nsp"                      # nsp: BERT; sop: ALBERT; none: RoBERTa (MLM on packed sentences)
+    vocab_size: int | None = None               # train a new WordPiece vocabulary of this size on the corpus
     max_seq_len: int = 128                      # tokens per example, [CLS] and [SEP]s included
-    mlm_probability: float = 0.15               # fraction of tokens to predict
-    mask_same_rnd: tuple[float, float, float] = (0.8, 0.1, 0.1)  # of those: [MASK], kept, random token
-    whole_word: bool = False                    # mask all pieces of a word together
-    static_masking: bool = False                # masks drawn once up front (BERT), not per batch (RoBERTa)
     steps: int = 1000                           # optimizer updates
-    time_budget: float | None = None            # seconds, then stop and save; resume goes on
     batch_size: int = 32                        # examples per micro-batch and process
-    grad_accum: int = 1                         # micro-batches per update
     lr: float = 5e-4                            # peak learning rate (small models take more than BERT-base's 1e-4)
     warmup_ratio: float = 0.1                   # fraction of the steps of linear warmup
     dropout: float = 0.1                        # on hidden states and attention weights (the paper's 0.1)
     pre_layer_norm: bool = False                # pre-LN layers (later models, Cramming) instead of BERT's post-LN
+    precision: str = "auto"                     # auto: bf16 on CUDA, fp32 on CPU
+    device: str = "auto"                        # auto: CUDA, then MPS, then CPU
+
+    def __post_init__(self):
+        self.corpus, self.eval_corpus = (tuple([c] if isinstance(c, (str, os.PathLike)) else c)
+                                         for c in (self.corpus, self.eval_corpus))
+        for name in ("max_seq_len", "steps", "batch_size", "vocab_size"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be positive, got {self.lr} (BERT: 1e-4; small models 5e-4 to 1e-3)")
+        if not (0 <= self.dropout < 1 and 0 <= self.warmup_ratio < 1):
+            raise ValueError(f"dropout and warmup_ratio must be in [0, 1), got {self.dropout} and {self.warmup_ratio}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+
+    def model_config(self, vocab_size: int, positions: int, preset: str | None = None, **config) -> BertConfig:
+        """A new model's BertConfig: a preset's size (or ``config``'s sizes) with these settings' dropout and
+        layer-norm placement; ``config`` overrides anything (ALBERT's sharing, a causal mask)."""
+        fields = {**dict(vocab_size=vocab_size, max_position_embeddings=positions, hidden_dropout_prob=self.dropout,
+                         attention_probs_dropout_prob=self.dropout, pre_layer_norm=self.pre_layer_norm), **config}
+        return BertConfig.from_preset(preset, **fields) if preset else BertConfig(**fields)
+
+    def train_config(self, seed: int, **more) -> TrainConfig:
+        """The `Trainer`'s settings: the only place where these knobs become its names."""
+        return TrainConfig(**{**dict(max_steps=self.steps, batch_size=self.batch_size, lr=self.lr,
+                                     warmup_ratio=self.warmup_ratio, precision=self.precision, device=self.device,
+                                     seed=seed), **more})
+
+    def autocast(self):
+        """The number format of evaluation: the one training uses on this device."""
+        device = pick_device(self.device)
+        precision = pick_precision(self.precision, device)
+        return None if precision == "fp32" else torch.autocast(device.type, dtype=AUTOCAST_DTYPES[precision])
+
+
+@dataclass(kw_only=True)
+class PretrainSettings(TrainingSettings):
+    """A pre-training run as plain data; the defaults are ``minibert pretrain``'s (see its --help), and
+    recipe.json stores them as they are (``asdict``), so a run can be repeated and described."""
+    out: str | None = None                      # checkpoints (step-N/), tokenizer/, history.json, recipe.json
+    preset: str = "bert-tiny"                   # a BERT or ALBERT size (`minibert.config.PRESETS`, `ALBERT_PRESETS`)
+    init_from: str | None = None                # or go on pre-training a BERT (Hub id or folder): its encoder,
+                                                # config and vocabulary; the heads it lacks start fresh
+    tokenizer: str = DEFAULT_TOKENIZER          # a Hub id or folder with the vocabulary (unless vocab_size)
+    objective: str = "nsp"                      # nsp: BERT; sop: ALBERT; none: RoBERTa (MLM on packed sentences)
+    mlm_probability: float = 0.15               # fraction of tokens to predict
+    mask_same_rnd: tuple[float, float, float] = (0.8, 0.1, 0.1)  # of those: [MASK], kept, random token
+    whole_word: bool = False                    # mask all pieces of a word together
+    static_masking: bool = False                # masks drawn once up front (BERT), not per batch (RoBERTa)
+    time_budget: float | None = None            # seconds, then stop and save; resume goes on
+    grad_accum: int = 1                         # micro-batches per update
     eval_every: int | None = None               # None: evaluate at the end
     save_every: int | None = None               # None: a checkpoint at the end
-    precision: str = "auto"                     # auto: bf16 on CUDA, fp32 on CPU
     compile: bool = False                       # torch.compile the model (GPU)
-    device: str = "auto"                        # auto: CUDA, then MPS, then CPU
     seed: int = 0                               # of the data, the masks and the initial weights
     resume: bool = False                        # go on from the latest checkpoint in out
 
     def __post_init__(self):
-        self.out = os.fspath(self.out)
-        self.corpus, self.eval_corpus = (tuple([c] if isinstance(c, (str, os.PathLike)) else c)
-                                         for c in (self.corpus, self.eval_corpus))
+        super().__post_init__()
+        self.out = None if self.out is None else os.fspath(self.out)
         self.mask_same_rnd = tuple(self.mask_same_rnd)
         if self.time_budget is not None:
             self.time_budget = float(self.time_budget)  # as the command line gives it: recipe.json stays alike
@@ -70,17 +119,12 @@ class PretrainSettings:
             raise ValueError(f"unknown preset {self.preset!r}; choose one of {', '.join([*PRESETS, *ALBERT_PRESETS])}")
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
-        for name in ("max_seq_len", "steps", "batch_size", "grad_accum", "vocab_size", "eval_every", "save_every"):
+        for name in ("grad_accum", "eval_every", "save_every"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if not 0 < self.mlm_probability <= 1:
-            raise ValueError(f"mlm_probability must be in (0, 1], got {self.mlm_probability}")
-        if len(self.mask_same_rnd) != 3 or min(self.mask_same_rnd) < 0 or abs(sum(self.mask_same_rnd) - 1) > 1e-6:
-            raise ValueError(f"mask_same_rnd must be three shares >= 0 that add up to 1 (MASK, SAME, RND), "
-                             f"got {self.mask_same_rnd}")
-        if not (0 <= self.dropout < 1 and 0 <= self.warmup_ratio < 1):
-            raise ValueError(f"dropout and warmup_ratio must be in [0, 1), got {self.dropout} and {self.warmup_ratio}")
+        # The masking's own checks (MLMMasking), made now: a bad value fails before the text is read.
+        MLMMasking.check(self.mlm_probability, self.mask_same_rnd)
         if self.time_budget is not None and self.time_budget <= 0:
             raise ValueError(f"time_budget must be positive seconds, got {self.time_budget}")
         if self.init_from is not None and self.pre_layer_norm:
@@ -88,8 +132,6 @@ class PretrainSettings:
         if self.init_from is not None and self.vocab_size is not None:
             raise ValueError(f"init_from={self.init_from!r} keeps that model's vocabulary; leave out vocab_size "
                              f"({self.vocab_size}), which would train a new one the model's embeddings do not fit")
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
 
 
 # Settings that decide the data, the masks and the model: a run resumed with other values would silently be a
@@ -99,8 +141,81 @@ RUN_DEFINING = ("corpus", "objective", "max_seq_len", "mlm_probability", "mask_s
                 "seed")
 
 
+# --- the five steps -------------------------------------------------------------------------------------
+def make_tokenizer(s: PretrainSettings, saved: Path | None = None) -> BertTokenizer:
+    """Step 1: the vocabulary. A resumed run's own (``saved``), a new WordPiece vocabulary trained on the
+    corpus (``vocab_size``), or the tokenizer of the model pre-training goes on from."""
+    if saved is not None and saved.exists():
+        return BertTokenizer.from_pretrained(saved)  # the vocabulary the checkpoint was trained with
+    if s.vocab_size:
+        return BertTokenizer.train([" ".join(sentences) for sentences in load_documents(list(s.corpus))],
+                                   vocab_size=s.vocab_size)
+    return BertTokenizer.from_pretrained(s.init_from or s.tokenizer)
+
+
+def training_data(s: PretrainSettings, tokenizer) -> PretrainingDataset:
+    """Step 2a: the training examples (NSP/SOP pairs or packed sentences), masked as the settings say."""
+    masking = MLMMasking(tokenizer, s.mlm_probability, s.mask_same_rnd, whole_word=s.whole_word)
+    return build_pretraining_data(tokenizer, list(s.corpus), s.objective, s.max_seq_len, masking=masking,
+                                  static_masking=s.static_masking, seed=s.seed)
+
+
+def held_out_data(s: PretrainSettings, tokenizer) -> PretrainingDataset | None:
+    """Step 2b: the held-out fill-in-the-blank test (every scored token a [MASK], the same test whatever the
+    training masks; with NSP/SOP, pairs of held-out sentences too), or None without held-out text."""
+    return fill_in_the_blank_data(tokenizer, list(s.eval_corpus), s.objective, s.max_seq_len) if s.eval_corpus else None
+
+
+def make_model(s: PretrainSettings, tokenizer, **config) -> BertForPreTraining | BertForMaskedLM:
+    """Step 3: a new model of the preset's size (``config`` overrides it: sizes, ALBERT's sharing, a causal
+    mask) with MLM + NSP/SOP heads, or MLM alone for ``objective="none"``; with ``init_from``, that
+    BERT's encoder and the heads it lacks, fresh. The seed decides the initial weights."""
+    model_class = BertForMaskedLM if s.objective == "none" else BertForPreTraining
+    torch.manual_seed(s.seed)  # the initial weights: from the seed, not from whatever the generator holds
+    if s.init_from:  # continued pre-training: the encoder's weights, fresh heads (the MLM decoder tied to them)
+        model = model_class.from_pretrained(s.init_from, hidden_dropout_prob=s.dropout,
+                                            attention_probs_dropout_prob=s.dropout).train()
+        if s.max_seq_len > model.config.max_position_embeddings:
+            raise ValueError(f"max_seq_len={s.max_seq_len} is longer than {s.init_from}'s "
+                             f"{model.config.max_position_embeddings} positions")
+        return model
+    preset = None if "hidden_size" in config else s.preset
+    return model_class(s.model_config(tokenizer.vocab_size, max(512, s.max_seq_len), preset, **config))
+
+
+def make_trainer(s: PretrainSettings, model, train_data, eval_data=None, **train_config) -> Trainer:
+    """Step 4: the `Trainer` for this run (``train_config``: more `TrainConfig` fields, e.g. ``progress``).
+    Masked-only decoding: the V-wide MLM decoder runs at the ~15% masked positions only."""
+    config = s.train_config(s.seed, **{**dict(grad_accum_steps=s.grad_accum, eval_every=s.eval_every,
+                                              save_every=s.save_every, compile=s.compile, out_dir=s.out,
+                                              time_budget_s=s.time_budget), **train_config})
+    return Trainer(model, config, train_data, eval_data, collate_fn=train_data.collate,
+                   metrics_fn=pretraining_metrics, model_kwargs={"masked_only": True},
+                   eval_model_kwargs={"masked_only": True})
+
+
+def score(s: TrainingSettings, model, eval_data: PretrainingDataset, batch_size: int | None = None,
+          device: str | torch.device | None = None) -> dict[str, float]:
+    """Step 5: the held-out figures: fill-in-the-blank loss, accuracy and top-5 (and NSP's loss and
+    accuracy on held-out pairs when the data has them), on the device and in the number format the run
+    trains in (``device``: another one, e.g. "cpu" for a shipped model)."""
+    device = pick_device(s.device) if device is None else torch.device(device)
+    autocast = s.autocast() if device == pick_device(s.device) else None
+    return evaluate(model.to(device), eval_data, batch_size=batch_size or s.batch_size, collate_fn=eval_data.collate,
+                    metrics_fn=pretraining_metrics, device=device, autocast=autocast,
+                    model_kwargs={"masked_only": True})
+
+
+def plateau(train_data: PretrainingDataset, eval_data: PretrainingDataset, vocab_size: int) -> float:
+    """The unigram plateau of this training text on this held-out test (`unigram_loss`)."""
+    return unigram_loss(train_data.examples, eval_data.examples, vocab_size)
+
+
+# --- the recipe ----------------------------------------------------------------------------------------
 def check_out_folder(s: PretrainSettings) -> None:
     """Everything about ``out`` that can go wrong is found before anything is written to it."""
+    if s.out is None:
+        raise ValueError("pretrain needs an out folder for its checkpoints, tokenizer and recipe.json")
     out = Path(s.out)
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is a file, not a folder; choose a folder for the run")
@@ -127,48 +242,16 @@ def check_out_folder(s: PretrainSettings) -> None:
 
 
 def pretrain(settings: PretrainSettings) -> Path:
-    """Run the recipe; returns the folder of the final checkpoint."""
+    """Run the five steps; returns the folder of the final checkpoint."""
     s = settings
-    out = Path(s.out)
     check_out_folder(s)
-    tokenizer_dir = out / "tokenizer"
-    if s.resume and tokenizer_dir.exists():
-        tokenizer = BertTokenizer.from_pretrained(tokenizer_dir)  # the vocabulary the checkpoint was trained with
-    elif s.vocab_size:
-        tokenizer = BertTokenizer.train(
-            [" ".join(sentences) for sentences in load_documents(list(s.corpus))], vocab_size=s.vocab_size)
-    else:
-        tokenizer = BertTokenizer.from_pretrained(s.init_from or s.tokenizer)
-    masking = MLMMasking(tokenizer, s.mlm_probability, s.mask_same_rnd, whole_word=s.whole_word)
-    train_data = build_pretraining_data(tokenizer, list(s.corpus), s.objective, s.max_seq_len, masking=masking,
-                                        static_masking=s.static_masking, seed=s.seed)
-    # Held out: fill-in-the-blank (every scored token a [MASK]), the same test whatever the training masks.
-    eval_data = (fill_in_the_blank_data(tokenizer, list(s.eval_corpus), s.objective, s.max_seq_len)
-                 if s.eval_corpus else None)
-
-    model_class = BertForMaskedLM if s.objective == "none" else BertForPreTraining
-    dropout = dict(hidden_dropout_prob=s.dropout, attention_probs_dropout_prob=s.dropout)
-    torch.manual_seed(s.seed)  # the initial weights: from the seed, not from whatever the generator holds
-    if s.init_from:  # continued pre-training: the encoder's weights, fresh heads (the MLM decoder tied to them)
-        model = model_class.from_pretrained(s.init_from, **dropout).train()
-        if s.max_seq_len > model.config.max_position_embeddings:
-            raise ValueError(f"max_seq_len={s.max_seq_len} is longer than {s.init_from}'s "
-                             f"{model.config.max_position_embeddings} positions")
-    else:
-        config = BertConfig.from_preset(s.preset, vocab_size=tokenizer.vocab_size, pre_layer_norm=s.pre_layer_norm,
-                                        max_position_embeddings=max(512, s.max_seq_len), **dropout)
-        model = model_class(config)
-    train_config = TrainConfig(
-        max_steps=s.steps, batch_size=s.batch_size, grad_accum_steps=s.grad_accum, lr=s.lr,
-        warmup_ratio=s.warmup_ratio, eval_every=s.eval_every, save_every=s.save_every,
-        precision=s.precision, compile=s.compile, device=s.device, out_dir=str(out),
-        time_budget_s=s.time_budget, seed=s.seed)
-    # Masked-only decoding in training: the V-wide decoder runs at the ~15% masked positions only.
-    trainer = Trainer(model, train_config, train_data, eval_data, collate_fn=train_data.collate,
-                      metrics_fn=pretraining_metrics, model_kwargs={"masked_only": True},
-                      eval_model_kwargs={"masked_only": True})
+    out = Path(s.out)
+    tokenizer = make_tokenizer(s, out / "tokenizer" if s.resume else None)
+    train_data, eval_data = training_data(s, tokenizer), held_out_data(s, tokenizer)
+    model = make_model(s, tokenizer)
+    trainer = make_trainer(s, model, train_data, eval_data)
     if trainer.is_main:  # under torchrun every process built the same tokenizer; one writes it
-        tokenizer.save_pretrained(tokenizer_dir)
+        tokenizer.save_pretrained(out / "tokenizer")
     started = time.perf_counter()
     history = trainer.fit(resume=s.resume)
     if trainer.is_main:
@@ -178,6 +261,6 @@ def pretrain(settings: PretrainSettings) -> Path:
                   "seconds_this_run": round(time.perf_counter() - started, 1), "device": str(trainer.device),
                   "precision": trainer.precision, "final": {k: v for k, v in history.records[-1].items()}}
         if eval_data is not None:
-            recipe["unigram_loss"] = unigram_loss(train_data.examples, eval_data.examples, tokenizer.vocab_size)
+            recipe["unigram_loss"] = plateau(train_data, eval_data, tokenizer.vocab_size)
         (out / "recipe.json").write_text(json.dumps(recipe, indent=2, default=str) + "\n")
     return out / f"step-{trainer.step:06d}"

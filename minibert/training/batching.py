@@ -1,12 +1,15 @@
 """Batches of examples of different lengths: padding, batches of similar lengths (less padding), the device."""
 from __future__ import annotations
 
+import inspect
 import random
+from functools import partial
 
 import torch
 from torch import Tensor
 
 from ..config import BertConfig
+from ..heads import masked_lm_positions
 from ..model import check_inputs
 
 
@@ -75,3 +78,22 @@ def to_device(batch, device: torch.device, config=None) -> dict:
     if device.type != "cpu" and isinstance(config, BertConfig) and isinstance(batch.get("input_ids"), Tensor):
         check_inputs(config, batch["input_ids"], batch.get("attention_mask"), batch.get("token_type_ids"))
     return {k: v.to(device, non_blocking=True) if isinstance(v, Tensor) else v for k, v in batch.items()}
+
+
+def with_masked_positions(collate_fn, model, model_kwargs: dict | None):
+    """``collate_fn``, and each batch's ``masked_positions`` (`minibert.heads.masked_lm_positions` of its
+    labels) when ``model_kwargs`` ask for masked-only decoding and the model's forward takes them.
+
+    The DataLoader runs it on the host, where reading the labels is free, and pins the positions with
+    the rest of the batch. Found on a GPU instead, N_masked would be a size known only once the device
+    has computed it: a host-device sync at every step.
+    """
+    takes_them = "masked_positions" in inspect.signature(model.forward).parameters
+    if not (takes_them and (model_kwargs or {}).get("masked_only")):
+        return collate_fn
+    return partial(_collate_with_masked_positions, collate_fn)  # a partial, not a closure: worker processes pickle it
+
+
+def _collate_with_masked_positions(collate_fn, examples: list) -> dict:
+    batch = collate_fn(examples)
+    return {**batch, "masked_positions": masked_lm_positions(batch["labels"])} if "labels" in batch else batch

@@ -2,8 +2,11 @@
 
 A run can stop at any step and go on exactly where it was: a checkpoint holds the weights (the
 Hugging Face layout of ``save_pretrained``), the optimizer, the random generators and the position
-in the data, so a resumed run ends with bit-identical weights (tested on CPU; on a GPU, kernels that
-add in a varying order, such as the embeddings' backward, make it close rather than bitwise).
+in the data, so a resumed run ends with bit-identical weights: on a CPU (tests/test_train.py), and on
+a GPU under ``torch.use_deterministic_algorithms(True)`` with ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` set
+before CUDA starts (tests/test_gpu.py). Without those, some GPU kernels (attention's backward among
+them) add partial sums in an order that varies from run to run, and two runs, resumed or not, end
+close rather than bitwise.
 Checkpoints are safetensors + JSON, so loading one never runs code, and each appears whole or not at all.
 """
 from __future__ import annotations

@@ -8,7 +8,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, default_collate
 
-from .batching import to_device
+from .batching import to_device, with_masked_positions
 from .checkpoint import isolated_rng
 
 
@@ -25,14 +25,16 @@ def evaluate(model: nn.Module, data: Dataset, *, batch_size: int = 32, collate_f
     caller's generators and the model's train/eval mode are left as they were. ``max_batches``: the
     first batches only. Under DistributedDataParallel (``world_size`` > 1) each process reads its
     share and the sums are added up, so every process returns the same numbers. ``model_kwargs`` go to
-    every forward (e.g. ``{"masked_only": True}``).
+    every forward (e.g. ``{"masked_only": True}``; the masked positions are then found on the host,
+    `with_masked_positions`).
     """
     if len(data) == 0:
         raise ValueError("evaluation data is empty")
     device = torch.device(device) if device is not None else next(model.parameters()).device
     sampler = DistributedSampler(data, world_size, rank, shuffle=False)
     # The loader's own generator: without one, a new DataLoader iterator draws from the global torch generator.
-    loader = DataLoader(data, batch_size, sampler=list(sampler), collate_fn=collate_fn or default_collate,
+    collate_fn = with_masked_positions(collate_fn or default_collate, model, model_kwargs)
+    loader = DataLoader(data, batch_size, sampler=list(sampler), collate_fn=collate_fn,
                         num_workers=num_workers, pin_memory=device.type == "cuda",
                         generator=torch.Generator().manual_seed(seed))
     totals, examples = {}, 0

@@ -31,7 +31,7 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler, default_co
 from safetensors import SafetensorError
 from tqdm.auto import tqdm
 
-from .batching import example_lengths, group_by_length, to_device
+from .batching import example_lengths, group_by_length, to_device, with_masked_positions
 from .checkpoint import (checkpoint_to_resume, find_checkpoints, load_checkpoint, rng_state, save_checkpoint,
                          seed_everything, warn_about_changes)
 from .config import TrainConfig
@@ -58,6 +58,11 @@ class Trainer:
     ``model_kwargs`` go to every training forward, ``eval_model_kwargs`` to evaluation's, e.g.
     ``{"masked_only": True}``: pre-training's MLM head then decodes the masked positions only (for a
     30k vocabulary most of the work of the full logits), and `pretraining_metrics` reads those.
+    The DataLoader finds those positions from the labels, on the host (`with_masked_positions`), so
+    that on a GPU no step waits for the device: the loss and gradient norm are read (``.item()``) at log
+    steps only, batches move from pinned memory without blocking, AdamW is fused, and fp16's
+    gradient scaler hands its overflow flag to fused AdamW on the device (tests/test_no_sync.py
+    checks a CPU step for anything that would wait, tests/test_gpu.py a CUDA step).
     Under ``torchrun`` the Trainer joins the process group (nccl on GPUs, gloo on CPUs), each process
     reads its share of every batch, and process 0 writes checkpoints, which must be on a file system
     all nodes see to resume a multi-node run; fit() leaves the process group when it is done.
@@ -110,6 +115,7 @@ class Trainer:
         """Micro-batches forever, epoch after epoch; (epoch, batch_in_epoch) is the position a checkpoint keeps."""
         cfg = self.config
         lengths = example_lengths(self.train_data) if cfg.group_by_length else None
+        collate = with_masked_positions(self.collate_fn, self.model, self.model_kwargs)
         while True:
             sampler = DistributedSampler(self.train_data, self.world_size, self.rank, shuffle=True,
                                          seed=cfg.seed, drop_last=True)
@@ -120,7 +126,7 @@ class Trainer:
             skipped = self.batch_in_epoch * cfg.batch_size
             # The loader's own generator: without one, every new DataLoader iterator draws from the global
             # torch generator, so a resumed run would draw one number more than an uninterrupted one.
-            loader = DataLoader(self.train_data, cfg.batch_size, sampler=indices[skipped:], collate_fn=self.collate_fn,
+            loader = DataLoader(self.train_data, cfg.batch_size, sampler=indices[skipped:], collate_fn=collate,
                                 drop_last=True, num_workers=cfg.num_workers, pin_memory=self.device.type == "cuda",
                                 generator=torch.Generator().manual_seed(cfg.seed + self.epoch))
             for batch in loader:
@@ -245,7 +251,7 @@ class Trainer:
         accum = self.config.grad_accum_steps
         total_loss, tokens = torch.zeros((), device=self.device), 0
         for micro_step in range(accum):
-            batch = to_device(next(batches), self.device, getattr(self.model, "config", None))
+            batch = self._next_batch(batches)
             tokens += batch["input_ids"].numel()
             # DDP averages gradients across processes during backward(); once per update is enough.
             last = micro_step == accum - 1
@@ -258,6 +264,14 @@ class Trainer:
                 self.scaler.scale(loss).backward()
             total_loss += loss.detach()
         return total_loss, tokens, batch["input_ids"].shape[-1]
+
+    def _next_batch(self, batches) -> dict:
+        """The next micro-batch on the device. Everything that reads its values (collate_fn, the masked
+        positions, `to_device`'s check of the ids) ran on the host; the copy does not wait for the GPU."""
+        batch = to_device(next(batches), self.device, getattr(self.model, "config", None))
+        if self.config.compile and "masked_positions" in batch:  # N_masked varies: one graph for every count
+            torch._dynamo.maybe_mark_dynamic(batch["masked_positions"], 0)
+        return batch
 
     def _optimizer_step(self) -> Tensor | None:
         """Clip, update, clear; returns the gradient norm before clipping."""
