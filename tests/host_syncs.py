@@ -92,3 +92,19 @@ def fuse_the_optimizer(trainer: Trainer) -> None:
     Trainer takes the unfused one, whose step reads each step count with ``.item()``: free there."""
     groups = [{k: v for k, v in group.items() if k != "fused"} for group in trainer.optimizer.param_groups]
     trainer.optimizer = torch.optim.AdamW(groups, fused=True)
+
+
+def sentence_pairs(n: int, vocab_size: int, length: int, seed: int = 0, num_labels: int = 2,
+                   cls_id: int = 101, sep_id: int = 102) -> list[dict]:
+    """``[CLS] A [SEP] B [SEP]`` of random ids and random lengths (from a third of ``length`` up), padded
+    to ``length`` with 0 so that batches hold padding, and a class label each (``labels``)."""
+    g = torch.Generator().manual_seed(seed)
+    examples, positions = [], torch.arange(length)
+    for _ in range(n):
+        real = int(torch.randint(length // 3 + 2, length + 1, (), generator=g))
+        ids = torch.randint(5, vocab_size, (length,), generator=g)
+        ids[0], ids[real // 2], ids[real - 1], ids[real:] = cls_id, sep_id, sep_id, 0
+        examples.append({"input_ids": ids, "attention_mask": (positions < real).long(),
+                         "token_type_ids": ((positions > real // 2) & (positions < real)).long(),
+                         "labels": int(torch.randint(0, num_labels, (), generator=g))})
+    return examples

@@ -25,7 +25,7 @@ from torch.utils.data import default_collate  # noqa: E402
 import minibert  # noqa: E402
 import minibert.training.trainer  # noqa: E402
 from host_syncs import (cuda_sync_errors, fuse_the_optimizer, record_device_work_of_steps,  # noqa: E402
-                        watch_steps_after_the_first)
+                        sentence_pairs, watch_steps_after_the_first)
 from minibert import BertConfig, BertForPreTraining, BertForSequenceClassification, cli, data  # noqa: E402
 from minibert.pretraining import build_pretraining_data  # noqa: E402
 from minibert.tokenizer import BertTokenizer  # noqa: E402
@@ -106,21 +106,6 @@ def relative_gaps(losses, reference) -> list[float]:
     return [abs(a - b) / b for a, b in zip(losses, reference, strict=True)]
 
 
-def sentence_pairs(n, vocab_size, length=24, seed=0):
-    """Padded ``[CLS] A [SEP] B [SEP]`` of random lengths and ids, with a class label each."""
-    g = torch.Generator().manual_seed(seed)
-    examples = []
-    for _ in range(n):
-        real = int(torch.randint(8, length + 1, (), generator=g))
-        ids = torch.randint(5, vocab_size, (length,), generator=g)
-        ids[0], ids[real // 2], ids[real - 1], ids[real:] = 101, 102, 102, 0
-        positions = torch.arange(length)
-        examples.append({"input_ids": ids, "attention_mask": (positions < real).long(),
-                         "token_type_ids": ((positions > real // 2) & (positions < real)).long(),
-                         "labels": torch.randint(0, 3, (), generator=g)})
-    return examples
-
-
 # --- the same numbers as the CPU and transformers ---------------------------------------------------------
 @pytest.mark.parametrize("kind", ["BertModel", "BertForPreTraining", "BertForSequenceClassification"])
 def test_models_on_the_gpu_equal_the_cpu_and_transformers(kind, tmp_path, full_fp32):
@@ -132,7 +117,7 @@ def test_models_on_the_gpu_equal_the_cpu_and_transformers(kind, tmp_path, full_f
     theirs = getattr(transformers, kind)(hf_config).eval()
     theirs.save_pretrained(tmp_path)
     ours = getattr(minibert, kind).from_pretrained(tmp_path).eval()
-    batch = default_collate(sentence_pairs(3, hf_config.vocab_size, seed=1))
+    batch = default_collate(sentence_pairs(3, hf_config.vocab_size, 24, seed=1, num_labels=3))
     del batch["labels"]
     names = {"BertModel": ["last_hidden_state", "pooler_output"],
              "BertForPreTraining": ["prediction_logits", "seq_relationship_logits"]}.get(kind, ["logits"])
@@ -235,7 +220,7 @@ def test_a_fine_tuning_step_never_waits_for_the_gpu(tokenizer, monkeypatch):
     torch.manual_seed(0)
     model = BertForSequenceClassification(small_config(tokenizer, dropout=0.1).replace(num_labels=3))
     config = TrainConfig(max_steps=4, batch_size=8, lr=1e-4, log_every=100, progress=False)
-    trainer = Trainer(model, config, sentence_pairs(64, tokenizer.vocab_size))
+    trainer = Trainer(model, config, sentence_pairs(64, tokenizer.vocab_size, 24, num_labels=3))
     check = no_waiting(trainer, monkeypatch)
     trainer.fit()
     check()

@@ -6,20 +6,19 @@ import torch
 from torch.utils.data import default_collate
 
 import minibert.training.trainer
-from host_syncs import fuse_the_optimizer, record_device_work_of_steps
+from host_syncs import fuse_the_optimizer, record_device_work_of_steps, sentence_pairs
 from minibert import BertConfig, BertForMaskedLM, BertForPreTraining, BertForSequenceClassification
 from minibert.heads import masked_lm_positions
 from minibert.training import TrainConfig, Trainer, evaluate
+from offline import one_torch_thread
 
 VOCAB, MASK, T = 60, 4, 12
 
 
 @pytest.fixture(autouse=True, scope="module")
 def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    with one_torch_thread():
+        yield
 
 
 def tiny(model_class, dropout=0.1):
@@ -29,18 +28,8 @@ def tiny(model_class, dropout=0.1):
     return model_class(config)
 
 
-def sentence_pairs(n, seed=0):
-    """[CLS] A [SEP] B [SEP] of random lengths, so that a batch is padded; an NSP label and a class label."""
-    g = torch.Generator().manual_seed(seed)
-    examples = []
-    for _ in range(n):
-        length = int(torch.randint(6, T + 1, (), generator=g))
-        ids = torch.randint(5, VOCAB, (T,), generator=g)
-        ids[0], ids[length // 2], ids[length - 1], ids[length:] = 2, 3, 3, 0
-        segments = (torch.arange(T) > length // 2).long() * (torch.arange(T) < length)
-        examples.append({"input_ids": ids, "attention_mask": (torch.arange(T) < length).long(),
-                         "token_type_ids": segments, "label": int(torch.randint(0, 2, (), generator=g))})
-    return examples
+def pairs(n, seed=0):
+    return sentence_pairs(n, VOCAB, T, seed, cls_id=2, sep_id=3)
 
 
 def mlm_collate(examples):
@@ -51,20 +40,14 @@ def mlm_collate(examples):
     chosen[:, 1] = True  # never a batch without a blank
     return {"input_ids": ids.masked_fill(chosen, MASK), "attention_mask": batch["attention_mask"],
             "token_type_ids": batch["token_type_ids"], "labels": ids.masked_fill(~chosen, -100),
-            "next_sentence_label": batch.pop("label")}
-
-
-def classification_collate(examples):
-    batch = default_collate(examples)
-    batch["labels"] = batch.pop("label")
-    return batch
+            "next_sentence_label": batch["labels"]}
 
 
 def four_steps(model, precision, collate_fn, **kwargs):
     """A Trainer of four updates of two micro-batches each, with the optimizer it takes on CUDA."""
     config = TrainConfig(max_steps=4, batch_size=4, grad_accum_steps=2, precision=precision, device="cpu",
                          log_every=100, progress=False)
-    trainer = Trainer(model, config, sentence_pairs(32), collate_fn=collate_fn, **kwargs)
+    trainer = Trainer(model, config, pairs(32), collate_fn=collate_fn, **kwargs)
     fuse_the_optimizer(trainer)
     return trainer
 
@@ -83,7 +66,7 @@ def test_a_pretraining_step_reads_no_value_on_the_host(precision, monkeypatch):
 
 
 def test_a_fine_tuning_step_reads_no_value_on_the_host(monkeypatch):
-    trainer = four_steps(tiny(BertForSequenceClassification), "fp32", classification_collate)
+    trainer = four_steps(tiny(BertForSequenceClassification), "fp32", default_collate)
     recorder = record_device_work_of_steps(monkeypatch)
     trainer.fit()
     assert recorder.watched > 500 and recorder.seen == []
@@ -101,7 +84,7 @@ def test_masked_positions_found_on_the_device_would_make_every_step_wait(monkeyp
 @pytest.mark.parametrize("kind", [BertForPreTraining, BertForMaskedLM])
 def test_masked_positions_from_the_host_give_the_same_logits_loss_and_gradients(kind):
     """Flat row-major indices into the B·T tokens: the order `pretraining_metrics` reads the logits in."""
-    batch = mlm_collate(sentence_pairs(4))
+    batch = mlm_collate(pairs(4))
     if kind is BertForMaskedLM:
         del batch["next_sentence_label"]
     positions = masked_lm_positions(batch["labels"])
@@ -140,7 +123,7 @@ def test_the_trainer_and_evaluate_give_positions_only_to_models_that_take_them()
             seen.append(None)
             return self.model(**batch)
 
-    data = sentence_pairs(8)
+    data = pairs(8)
     for takes_positions in (True, False):
         evaluate(Recorder(takes_positions), data, batch_size=4, collate_fn=mlm_collate,
                  model_kwargs={"masked_only": True})
