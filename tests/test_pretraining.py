@@ -17,7 +17,8 @@ import torch.nn.functional as F
 
 from minibert import BertConfig, BertForMaskedLM, BertForPreTraining
 from minibert.pretraining import (HubDataset, MLMMasking, PretrainingDataset, WikiTextAsStored, build_pretraining_data,
-                                  create_sentence_pairs, load_documents, mask_statically, next_sentence_accuracy,
+                                  create_sentence_pairs, fill_mask, load_documents, mask_statically,
+                                  next_sentence_accuracy,
                                   pack_full_sentences,
                                   read_text, sentence_order_pairs, split_sentences, tokenize_documents)
 from minibert.pretraining.corpus import squad_to_documents
@@ -275,6 +276,24 @@ def test_next_sentence_accuracy_reads_unmasked_pairs_with_the_nsp_layer(tokenize
         model.cls.seq_relationship.weight.zero_()
         model.cls.seq_relationship.bias.copy_(torch.tensor([1.0, 0.0]))
     assert next_sentence_accuracy(model, [e for e in pairs if e["next_sentence_label"] == 0]) == 1.0
+
+
+def test_fill_mask_gives_each_blank_the_models_likeliest_tokens(tokenizer, tiny_config):
+    torch.manual_seed(0)
+    model = BertForPreTraining(tiny_config).eval()
+    text = "the [MASK] went to [MASK] store ."
+    guesses = fill_mask(model, tokenizer, text, k=3)
+    enc = tokenizer(text, return_tensors="pt")
+    with torch.no_grad():
+        probabilities = model(**enc).prediction_logits[0].softmax(-1)                     # (T, V)
+    blanks = (enc["input_ids"][0] == tokenizer.mask_token_id).nonzero()[:, 0].tolist()
+    assert len(guesses) == 2 and all(len(g) == 3 for g in guesses)
+    for blank, found in zip(blanks, guesses):
+        top = probabilities[blank].topk(3)
+        assert [t for t, _ in found] == tokenizer.convert_ids_to_tokens(top.indices.tolist())
+        assert [p for _, p in found] == pytest.approx(top.values.tolist())
+    with pytest.raises(ValueError, match="has no \\[MASK\\]"):
+        fill_mask(model, tokenizer, "no blank here")
 
 
 def test_full_sentences_fill_the_sequence_and_lose_no_text(wiki_docs, tokenizer):

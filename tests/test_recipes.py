@@ -88,6 +88,7 @@ def test_export_halves_the_weights_and_measures_what_it_ships(tmp_path, eval_tex
             f"{held_out['eval_mlm_loss']:.3f} | {held_out['unigram_loss']:.3f} | ") in card
     assert "fill-in-the-blank accuracy" in card and "NSP accuracy" in card and "NSP, no blanks" in card
     assert 0 <= held_out["eval_nsp_accuracy_unmasked"] <= 1
+    assert "## The lectures' blanks" in card and "| paris is the [MASK] of france . |" in card
     assert "minibert pretrain --preset bert-tiny" in card and "--mask-same-rnd 0.8 0.1 0.1" in card
     assert minibert.BertTokenizer.from_pretrained(model_dir).get_vocab() == \
         minibert.BertTokenizer.from_pretrained(tmp_path / "run" / "tokenizer").get_vocab()

@@ -25,11 +25,13 @@ did, with the variations of the papers that came after:
 makes the batches that ``BertForPreTraining(**batch)`` or ``BertForMaskedLM(**batch)`` take;
 `pretraining_metrics` (`metrics`) reports each objective's loss and accuracy apart.
 `fill_in_the_blank_data` is the held-out test (every scored token a [MASK]) and `unigram_loss` the
-plateau a model must get below to show that it reads context.
+plateau a model must get below to show that it reads context; `fill_mask` (`fill_mask`) is a trained
+model's guesses at the blanks of one sentence.
 """
 from .corpus import TEXT_CORPORA, HubDataset, WikiTextAsStored, load_documents, tokenize_documents
 from .text import read_text, split_sentences, text_to_sentences, wikitext_to_documents
 from .dataset import PretrainingDataset, build_pretraining_data, fill_in_the_blank_data
+from .fill_mask import LECTURE_BLANKS, fill_mask
 from .masking import BERT_MASK_REPEATS, MLMMasking, mask_dynamically, mask_statically
 from .metrics import next_sentence_accuracy, pretraining_metrics, unigram_loss
 from .pairs import OBJECTIVES, create_sentence_pairs, pack_full_sentences, sentence_order_pairs

@@ -18,8 +18,8 @@ import torch
 from ..config import read_json
 from ..heads import BertForMaskedLM, BertForPreTraining
 from ..hub import WEIGHT_FILES
-from ..pretraining import (MLMMasking, WikiTextAsStored, build_pretraining_data, fill_in_the_blank_data,
-                           next_sentence_accuracy)
+from ..pretraining import (LECTURE_BLANKS, MLMMasking, WikiTextAsStored, build_pretraining_data,
+                           fill_in_the_blank_data, fill_mask, next_sentence_accuracy)
 from ..pretraining.dataset import FILL_IN_THE_BLANK_SEED
 from ..tasks import get_task
 from ..tokenizer import TOKENIZER_FILES, BertTokenizer
@@ -194,6 +194,9 @@ def export_pretrained(run: Path, out: Path, dtype: str) -> Path:
         columns += [f"{sentence_task} accuracy", f"{sentence_task}, no blanks"]
         values += [f"{held_out['eval_nsp_accuracy']:.1%}", f"{held_out['eval_nsp_accuracy_unmasked']:.1%}"]
     unit = "sequence pairs" if pairs else "sequences"
+    blanks = "\n".join(f"| {text} | " + "; ".join(", ".join(f"{token} {p:.2f}" for token, p in guesses)
+                                                  for guesses in fill_mask(reloaded, tokenizer, text)) + " |"
+                       for text in LECTURE_BLANKS)
     notes = ""
     if "eval_mlm_accuracy_as_stored" in held_out:
         notes += ("\nWikiText is scored in plain form, its tokenisation marks undone (`1 @,@ 000` read as `1,000`), "
@@ -232,6 +235,11 @@ nats). The unigram plateau is the loss of always answering with the training tex
 frequencies: a model below it reads the context. The 80/10/10 accuracy scores the training
 corruption instead, where a tenth of the scored tokens are left in place (free answers), so it
 reads higher; it is given for comparison with older cards only.{notes}
+
+## The lectures' blanks (the exported weights)
+| sentence | first five guesses, with their probabilities |
+|---|---|
+{blanks}
 
 `history.json` holds the training curve, `recipe.json` every setting and the time it took.
 """
