@@ -8,7 +8,8 @@ import torch
 from minibert import BertConfig, BertForMaskedLM, BertForPreTraining, BertModel
 from minibert.experiments.masking import (PAPER_TABLE8, STRATEGIES, AblationSetup, MaskingAblation, Run, difference_and_error,
                                load_results, masking_grid, summarize, table)
-from minibert.analysis.probing import LinearProbe, majority_accuracy, tagging_probe, word_features
+from minibert.analysis.probing import (LinearProbe, hidden_word_features, majority_accuracy, neighbour_accuracy,
+                                       tagging_probe, word_features)
 from minibert.pretraining import pretraining_metrics
 
 
@@ -105,6 +106,34 @@ def test_the_word_identity_baseline_scores_the_words_the_probe_scores(tokenizer)
     result = tagging_probe(small_model(tokenizer, max_position_embeddings=5), tokenizer, train, test, layers=(0,))
     assert result["majority_accuracy"] == 1.0  # the 3 words the model reads ([CLS] + 3 + [SEP] = 5)
     assert majority_accuracy(train, test) == 3 / 8
+
+
+def test_a_hidden_word_is_read_from_its_context_and_a_causal_encoder_reads_only_the_left(tokenizer):
+    sentences = [["the", "dog", "barked", "at", "night"], ["a", "cat", "slept", "all", "day"]]
+    changed = [["the", "dog", "barked", "at", "noon"], ["a", "cat", "slept", "all", "year"]]  # the last word only
+    for is_decoder in (False, True):
+        model = small_model(tokenizer, is_decoder=is_decoder, hidden_dropout_prob=0.0).eval()
+        features, kept = hidden_word_features(model, tokenizer, sentences)
+        assert kept.all() and features.shape == (10, 32)
+        shown = ["the", "[MASK]", "barked", "at", "night"]  # word 1 hidden, by hand
+        enc = tokenizer([shown], is_split_into_words=True, return_tensors="pt")
+        with torch.no_grad():
+            state = model(**enc).last_hidden_state[0, enc.word_ids(0).index(1)]
+        torch.testing.assert_close(features[1], state, atol=1e-5, rtol=1e-5)
+        again, _ = hidden_word_features(model, tokenizer, changed)
+        same_left = torch.allclose(features[[0, 1, 2, 3, 5, 6, 7, 8]], again[[0, 1, 2, 3, 5, 6, 7, 8]], atol=1e-5)
+        assert same_left == is_decoder  # only a left-to-right encoder ignores a change to the right
+
+
+def test_neighbour_baselines_by_hand():
+    train = [[("i", "PRON"), ("saw", "VERB"), ("her", "PRON"), ("duck", "VERB")],
+             [("i", "PRON"), ("saw", "VERB"), ("her", "DET"), ("dog", "NOUN")],
+             [("i", "PRON"), ("saw", "VERB"), ("her", "DET"), ("cat", "NOUN")]]
+    test = [[("i", "PRON"), ("saw", "VERB"), ("her", "PRON"), ("duck", "VERB")]]
+    # left only: <s> -> PRON, i -> VERB, saw -> DET (2 of 3: wrong here), her -> NOUN (2 of 3: wrong)
+    assert neighbour_accuracy(train, test, right=False) == 2 / 4
+    # both sides: (saw, duck) -> PRON is right now; (her, </s>) -> NOUN still wrong
+    assert neighbour_accuracy(train, test, right=True) == 3 / 4
 
 
 # --- metrics -------------------------------------------------------------------------------------

@@ -73,17 +73,21 @@ def test_figure3_masks_are_the_papers():
 def test_a_small_grid_runs_and_measures_every_objective(tmp_path):
     torch.set_num_threads(1)
     setup = BidirectionalitySetup(vocab_size=800, steps=4, eval_examples=16, max_seq_len=32, batch_size=8,
-                                  probe_sentences=40, sst2_train_sentences=60)
+                                  probe_sentences=40, sst2_train_sentences=60, curve_points=2)
     path = tmp_path / "bidirectionality.json"
     grid = Bidirectionality(setup, path, "a test")
     runs = grid.run(bidirectionality_grid(seeds=(0,)), progress=False)
     assert [r["objective"] for r in runs] == ["mlm", "ltr", "no-mask"]
     for r in runs:
-        assert all(0 <= r[k] <= 1 for k in ("pos_accuracy", "sst2_accuracy", "fill_in_the_blank_accuracy"))
+        assert all(0 <= r[k] <= 1 for k in ("pos_accuracy", "hidden_pos_accuracy", "sst2_accuracy",
+                                             "fill_in_the_blank_accuracy"))
         assert 0 < r["next_token_loss"] < 10 and 0 < r["fill_in_the_blank_loss"] < 10
+        assert [point["step"] for point in r["curve"]] == [2, 4]  # a checkpoint halfway, and the end
+        assert r["curve"][-1]["pos_accuracy"] == r["pos_accuracy"]
     stored = json.loads(path.read_text())
     assert stored["command"] == "a test" and len(stored["runs"]) == 3
-    assert {"unigram_loss", "word_identity_pos_accuracy", "majority_sst2_accuracy"} <= set(stored["references"])
+    assert {"unigram_loss", "word_identity_pos_accuracy", "majority_sst2_accuracy", "left_neighbour_pos_accuracy",
+            "neighbours_pos_accuracy"} <= set(stored["references"])
     assert set(summary(runs)) == {"mlm", "ltr", "no-mask"}
     again = Bidirectionality(setup, path).run(bidirectionality_grid(seeds=(0,)), progress=False)
     assert again == runs  # read back, not run again

@@ -59,6 +59,39 @@ def word_features(model: nn.Module, tokenizer, sentences: list[list[str]], layer
     return (features if stack else features.flatten(1)), torch.tensor(kept)   # flat: (N, L·H), layer after layer
 
 
+@torch.inference_mode()
+def hidden_word_features(model: nn.Module, tokenizer, sentences: list[list[str]], layer: int = -1,
+                         batch_size: int = 64) -> tuple[Tensor, Tensor]:
+    """Each word's features when the word itself is hidden: the sentence is shown once per word, that
+    word (all its pieces) replaced by [MASK], and the state at its first piece is taken.
+
+    What is left at that position comes from the context alone: both sides for a masked LM, the
+    words before it for a left-to-right one. Returns ``(features, kept)`` as `word_features` does
+    (N_kept, H), with ``kept`` False for words beyond the model's length.
+    """
+    encoder = getattr(model, "bert", model)
+    max_length = encoder.config.max_position_embeddings
+    was_training = encoder.training
+    encoder.eval()
+    device = next(encoder.parameters()).device
+    copies = [(s, i) for s, words in enumerate(sentences) for i in range(len(words))]  # (sentence, hidden word)
+    features, kept = [], []
+    for start in range(0, len(copies), batch_size):
+        batch = copies[start:start + batch_size]
+        shown = [[tokenizer.mask_token if j == i else w for j, w in enumerate(sentences[s])] for s, i in batch]
+        enc = tokenizer(shown, is_split_into_words=True, truncation=True, max_length=max_length)
+        ids, mask = pad_with_mask(enc["input_ids"], tokenizer.pad_token_id)               # (B, T) each
+        states = encoder(input_ids=ids.to(device), attention_mask=mask.to(device),
+                         output_hidden_states=True).hidden_states[layer]                  # (B, T, H)
+        for row, (_, i) in enumerate(batch):
+            position = next((t for t, w in enumerate(enc.word_ids(row)) if w == i), None)
+            kept.append(position is not None)  # None: the word was cut off by truncation
+            if position is not None:
+                features.append(states[row, position])
+    encoder.train(was_training)
+    return torch.stack(features).float().cpu(), torch.tensor(kept)
+
+
 class WeightedLayerSum(nn.Module):
     """The paper's "weighted sum" of layers (Table 7), ELMo's scalar mix (Peters et al. 2018, eq. 1):
     γ Σ_j s_j h_j with s = softmax(w).
@@ -132,17 +165,22 @@ class LinearProbe(nn.Module):
 
 
 def tagging_probe(model: nn.Module, tokenizer, train: list[list[tuple[str, str]]], test: list[list[tuple[str, str]]],
-                  layers: tuple[int, ...] = (-1,), seed: int = 0, combine: str = "concat") -> dict:
+                  layers: tuple[int, ...] = (-1,), seed: int = 0, combine: str = "concat",
+                  hide_words: bool = False) -> dict:
     """Accuracy of a linear probe that tags words (e.g. part of speech) from frozen features.
 
     ``train``/``test``: sentences as lists of (word, tag). Returns the probe's ``accuracy`` on
     ``test`` and, as the floor to beat, ``majority_accuracy``: every word gets its most frequent
     tag in ``train`` (the most frequent tag overall for unseen words). ``combine``: ``"concat"``
     the ``layers``' states, or ``"weighted_sum"`` them with learned weights, then also returned
-    as ``layer_weights``.
+    as ``layer_weights``. ``hide_words``: tag each word from its context alone (`hidden_word_features`,
+    one layer), where the floors are the word's neighbours' most frequent tags (`neighbour_accuracy`):
+    ``left_neighbour_accuracy`` from the word before, ``neighbours_accuracy`` from the words on both sides.
     """
     if combine not in ("concat", "weighted_sum"):
         raise ValueError(f"combine must be 'concat' or 'weighted_sum', got {combine!r}")
+    if hide_words and (combine != "concat" or len(layers) != 1):
+        raise ValueError(f"hide_words reads one layer, concatenated: got layers={layers}, combine={combine!r}")
     stack = combine == "weighted_sum"
     tags = sorted({tag for sentence in train for _, tag in sentence})
     index = {tag: i for i, tag in enumerate(tags)}
@@ -150,7 +188,8 @@ def tagging_probe(model: nn.Module, tokenizer, train: list[list[tuple[str, str]]
     def split(sentences):
         words = [[w for w, _ in s] for s in sentences]
         labels = torch.tensor([index.get(t, -1) for s in sentences for _, t in s])
-        features, kept = word_features(model, tokenizer, words, layers, stack=stack)
+        features, kept = (hidden_word_features(model, tokenizer, words, layers[0]) if hide_words
+                          else word_features(model, tokenizer, words, layers, stack=stack))
         labels = labels[kept]
         known = labels >= 0  # a tag never seen in training cannot be predicted; score it as wrong
         return features, labels, known, kept
@@ -164,6 +203,9 @@ def tagging_probe(model: nn.Module, tokenizer, train: list[list[tuple[str, str]]
     flags = iter(test_kept.tolist())
     scored = [[pair for pair in sentence if next(flags)] for sentence in test]
     result = {"accuracy": probe.accuracy(test_x, test_y), "majority_accuracy": majority_accuracy(train, scored)}
+    if hide_words:
+        result.update(left_neighbour_accuracy=neighbour_accuracy(train, scored, right=False),
+                      neighbours_accuracy=neighbour_accuracy(train, scored, right=True))
     if stack:
         result["layer_weights"] = probe.mix.weights.detach().tolist()
     return result
@@ -186,6 +228,28 @@ def majority_accuracy(train: list[list[tuple[str, str]]], test: list[list[tuple[
     guessed = majority_tags(*unzip(train), unzip(test)[0])
     pairs = [(g, t) for guesses, sentence in zip(guessed, test) for g, (_, t) in zip(guesses, sentence)]
     return sum(g == t for g, t in pairs) / len(pairs)
+
+
+def neighbour_accuracy(train: list[list[tuple[str, str]]], test: list[list[tuple[str, str]]],
+                       right: bool = True) -> float:
+    """A lookup table's accuracy at tagging a word it cannot see: the most frequent tag in ``train``
+    between the same left neighbour and, with ``right``, the same right neighbour (backing off to the
+    left one alone, then to the most frequent tag overall). The floor of a hidden-word probe."""
+    def contexts(sentence):
+        words = ["<s>"] + [w.lower() for w, _ in sentence] + ["</s>"]
+        return [(words[i], words[i + 2]) for i in range(len(sentence))]  # (left, right) of each word
+
+    both, left = {}, {}
+    for sentence in train:
+        for (before, after), (_, tag) in zip(contexts(sentence), sentence):
+            both.setdefault((before, after), Counter())[tag] += 1
+            left.setdefault(before, Counter())[tag] += 1
+    overall = Counter(tag for sentence in train for _, tag in sentence).most_common(1)[0][0]
+    right_guess = lambda key: both[key].most_common(1)[0][0] if right and key in both else None
+    guesses = [right_guess(key) or (left[key[0]].most_common(1)[0][0] if key[0] in left else overall)
+               for sentence in test for key in contexts(sentence)]
+    tags = [tag for sentence in test for _, tag in sentence]
+    return sum(g == t for g, t in zip(guesses, tags)) / len(tags)
 
 
 @torch.inference_mode()

@@ -15,15 +15,20 @@ pre-trains on the same text with the same budget under three objectives:
 Each model is then measured where the measure means something: held-out fill-in-the-blank loss
 (the MLM's task; the no-mask model has never seen [MASK]), held-out next-token loss (the LTR's
 task), the training loss (the no-mask model's collapses), and the downstream use of its frozen
-features: a linear part-of-speech probe on UD English EWT (a word's first piece) and a linear SST-2
-sentiment probe on mean-pooled sentences. Results go to a JSON file as each run ends, like the
-other grids (`PretrainingGrid`), and ``minibert experiment bidirectionality`` makes it.
+features: a linear part-of-speech probe on UD English EWT (a word's first piece), the same probe
+with each word hidden (its tag read from the context alone: both sides for a masked LM, the left
+for a left-to-right one, against lookup tables of the word's neighbours), and a linear SST-2
+sentiment probe on mean-pooled sentences. With ``curve_points`` the measures are also taken along
+training (the paper's Figure 5: which objective learns faster, and which ends ahead). Results go to
+a JSON file as each run ends, like the other grids (`PretrainingGrid`), and ``minibert experiment
+bidirectionality`` makes it.
 """
 from __future__ import annotations
 
 import os
 import random
 import statistics
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +43,7 @@ from ..heads import IGNORE_INDEX, BertForMaskedLM
 from ..pretraining import MLMMasking, PretrainingDataset
 from ..recipes.pretrain import make_model, make_trainer
 from ..training import evaluate as evaluate_model
-from ..training import pad
+from ..training import find_checkpoints, pad
 from .grid import PretrainingGrid
 from .masking import AblationSetup
 
@@ -54,6 +59,12 @@ class BidirectionalitySetup(AblationSetup):
     the sentence probe's data; a sentence is cut at the encoder's last position, for every objective
     alike."""
     sst2_train_sentences: int = 4000        # drawn (seeded) from SST-2 train; scored on all 872 of dev
+    curve_points: int = 0                   # also measure at this many checkpoints along training (0: at the end)
+
+    def __post_init__(self):
+        super().__post_init__()
+        if not isinstance(self.curve_points, int) or not 0 <= self.curve_points <= self.steps:
+            raise ValueError(f"curve_points must be an integer from 0 to steps ({self.steps}), got {self.curve_points!r}")
 
 
 @dataclass(frozen=True)
@@ -123,13 +134,29 @@ class Bidirectionality(PretrainingGrid):
                           max_position_embeddings=self.setup.max_seq_len, is_decoder=objective == "ltr")
 
     def measure_references(self) -> dict[str, float]:
-        """The floors: the unigram plateau, an untrained encoder's probes, the word-identity baseline."""
+        """The floors: the unigram plateau, an untrained encoder's probes, the word-identity baseline, and
+        for hidden words the lookup tables of their neighbours (the word before; both sides)."""
         untrained = self.model("mlm", 0)
         tagging = tagging_probe(untrained, self.tokenizer, self.probe_train, self.probe_test)
+        hidden = tagging_probe(untrained, self.tokenizer, self.probe_train, self.probe_test, hide_words=True)
         sentiment = sentence_probe(untrained, self.tokenizer, self.sst2_train, self.sst2_dev)
         return {"unigram_loss": self.unigram_loss(), "untrained_pos_accuracy": tagging["accuracy"],
                 "word_identity_pos_accuracy": tagging["majority_accuracy"],
+                "untrained_hidden_pos_accuracy": hidden["accuracy"],
+                "left_neighbour_pos_accuracy": hidden["left_neighbour_accuracy"],
+                "neighbours_pos_accuracy": hidden["neighbours_accuracy"],
                 "untrained_sst2_accuracy": sentiment["accuracy"], "majority_sst2_accuracy": sentiment["majority_accuracy"]}
+
+    def measure(self, model) -> dict[str, float]:
+        """What a model knows at one point of its training: the held-out losses of both objectives, and
+        part of speech probed from its last layer at each word, and at each word hidden (`tagging_probe`
+        with ``hide_words``: from the context alone, where a left-to-right model has only the left)."""
+        fill_in = self.evaluate(model)
+        tagging = tagging_probe(model, self.tokenizer, self.probe_train, self.probe_test)
+        hidden = tagging_probe(model, self.tokenizer, self.probe_train, self.probe_test, hide_words=True)
+        return {"fill_in_the_blank_loss": fill_in["mlm_loss"], "fill_in_the_blank_accuracy": fill_in["mlm_accuracy"],
+                "next_token_loss": self.next_token_loss(model), "pos_accuracy": tagging["accuracy"],
+                "hidden_pos_accuracy": hidden["accuracy"]}
 
     def training_data(self, objective: str) -> PretrainingDataset:
         if objective == "ltr":
@@ -145,30 +172,38 @@ class Bidirectionality(PretrainingGrid):
         return metrics["loss"]
 
     def run_one(self, run: Run) -> dict:
-        """Pre-train one encoder with this objective from this seed, then measure it."""
+        """Pre-train one encoder with this objective from this seed, then measure it (with ``curve_points``,
+        also at checkpoints along the way: the paper's Figure 5 asks how the objectives compare over training)."""
+        s = self.setup
         model = self.model(run.objective, run.seed)
         train_data = self.training_data(run.objective)
-        trainer = make_trainer(self.setup.run_settings(run.seed), model, train_data, progress=False)
-        started = time.perf_counter()
-        history = trainer.fit()
-        seconds = time.perf_counter() - started
-        fill_in = self.evaluate(model)
-        tagging = tagging_probe(model, self.tokenizer, self.probe_train, self.probe_test)
+        with tempfile.TemporaryDirectory() as folder:
+            along = dict(out_dir=folder, save_every=max(1, s.steps // s.curve_points),
+                         keep_last=s.curve_points + 1) if s.curve_points else {}
+            trainer = make_trainer(s.run_settings(run.seed), model, train_data, progress=False, **along)
+            started = time.perf_counter()
+            history = trainer.fit()
+            seconds = time.perf_counter() - started
+            curve = [{"step": int(checkpoint.name[5:]), **self.measure(BertForMaskedLM.from_pretrained(checkpoint))}
+                     for checkpoint in find_checkpoints(folder)[:-1]] if s.curve_points else []
         sentiment = sentence_probe(model, self.tokenizer, self.sst2_train, self.sst2_dev)
-        return {"key": run.key, "objective": run.objective, "seed": run.seed,
-                "train_loss": history.last("loss"), "fill_in_the_blank_loss": fill_in["mlm_loss"],
-                "fill_in_the_blank_accuracy": fill_in["mlm_accuracy"], "next_token_loss": self.next_token_loss(model),
-                "pos_accuracy": tagging["accuracy"], "sst2_accuracy": sentiment["accuracy"],
+        final = {"step": s.steps, **self.measure(model)}
+        return {"key": run.key, "objective": run.objective, "seed": run.seed, "train_loss": history.last("loss"),
+                **{k: v for k, v in final.items() if k != "step"}, "sst2_accuracy": sentiment["accuracy"],
+                **({"curve": curve + [final]} if s.curve_points else {}),
                 "train_seconds": round(seconds, 1), "device": str(trainer.device)}
+
+
+MEASURES = ("train_loss", "fill_in_the_blank_loss", "fill_in_the_blank_accuracy", "next_token_loss", "pos_accuracy",
+            "hidden_pos_accuracy", "sst2_accuracy")
 
 
 def summary(runs: list[dict]) -> dict[str, dict[str, tuple[float, float, int]]]:
     """objective -> measure -> (mean, standard deviation over seeds, seeds)."""
-    measures = ("train_loss", "fill_in_the_blank_loss", "fill_in_the_blank_accuracy", "next_token_loss",
-                "pos_accuracy", "sst2_accuracy")
     out = {}
     for objective in OBJECTIVES:
         chosen = [r for r in runs if r["objective"] == objective]
+        measures = [m for m in MEASURES if chosen and all(m in r for r in chosen)]  # older files lack some
         if chosen:
             out[objective] = {m: (statistics.mean(r[m] for r in chosen),
                                   statistics.stdev(r[m] for r in chosen) if len(chosen) > 1 else 0.0, len(chosen))
@@ -178,10 +213,11 @@ def summary(runs: list[dict]) -> dict[str, dict[str, tuple[float, float, int]]]:
 
 def table(runs: list[dict]) -> str:
     rows = [f"{'objective':9s} {'train loss':>11s} {'blank loss':>11s} {'next-token':>11s} {'POS probe':>10s} "
-            f"{'SST-2 probe':>11s}"]
+            f"{'hidden POS':>10s} {'SST-2 probe':>11s}"]
     for objective, m in summary(runs).items():
+        hidden = f"{m['hidden_pos_accuracy'][0]:10.1%}" if "hidden_pos_accuracy" in m else f"{'':10s}"
         rows.append(f"{objective:9s} {m['train_loss'][0]:11.3f} {m['fill_in_the_blank_loss'][0]:11.3f} "
-                    f"{m['next_token_loss'][0]:11.3f} {m['pos_accuracy'][0]:10.1%} {m['sst2_accuracy'][0]:11.1%}")
+                    f"{m['next_token_loss'][0]:11.3f} {m['pos_accuracy'][0]:10.1%} {hidden} {m['sst2_accuracy'][0]:11.1%}")
     return "\n".join(rows)
 
 
