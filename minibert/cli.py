@@ -44,6 +44,9 @@ def pretrain_parser() -> argparse.ArgumentParser:
     add("--init-from", metavar="MODEL",
         help="go on pre-training this BERT (Hub id or folder) instead of starting from scratch: its weights, size "
              "and vocabulary; heads it lacks (e.g. the MLM head of a sentence-embedding model) start fresh")
+    add("--extend-from", type=int, metavar="LENGTH",
+        help="--init-from was trained on inputs of LENGTH tokens and one segment: its positions beyond LENGTH start "
+             "as copies of the first LENGTH, segment B as a copy of segment A (for a second stage on longer pairs)")
     add("--tokenizer", help="a Hub id or folder with vocab.txt/tokenizer.json")
     add("--objective", choices=["nsp", "sop", "none"],
         help="nsp: BERT (MLM + next sentence); sop: ALBERT (sentence order); none: RoBERTa (MLM on packed sentences)")

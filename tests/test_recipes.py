@@ -12,6 +12,7 @@ from minibert.cli import beyond_bert_parser, export_parser, main, masking_parser
 from minibert.experiments.beyond_bert import BeyondBertSettings
 from minibert.experiments.masking import MaskingSettings
 from minibert.recipes import ExportSettings, FinetuneSettings, PretrainSettings
+from minibert.recipes.pretrain import make_model
 
 pytestmark = pytest.mark.skipif(not os.environ.get("MINIBERT_DATA_MIRROR") and not os.environ.get("CI"),
                                 reason="needs the data mirror (MINIBERT_DATA_MIRROR)")
@@ -289,3 +290,22 @@ def test_export_of_a_run_it_cannot_score_says_why_and_writes_nothing(tmp_path, c
     assert main(["export", str(tmp_path / "run"), "--out", str(tmp_path / "mine")]) == 2
     assert "already holds a model" in capsys.readouterr().err
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
+
+
+def test_extend_from_starts_longer_inputs_from_the_trained_positions_and_segment(tmp_path):
+    torch.manual_seed(0)
+    short = minibert.BertForMaskedLM(minibert.BertConfig.from_preset("bert-tiny", vocab_size=30522))
+    short.save_pretrained(tmp_path / "short")
+    minibert.BertTokenizer.from_pretrained("sentence-transformers/all-MiniLM-L6-v2").save_pretrained(tmp_path / "short")
+    settings = PretrainSettings(init_from=str(tmp_path / "short"), extend_from=16, objective="nsp", max_seq_len=128)
+    model = make_model(settings, None)
+    positions = model.bert.embeddings.position_embeddings.weight
+    trained = short.bert.embeddings.position_embeddings.weight[:16]
+    assert torch.equal(positions[:16], trained) and torch.equal(positions[16:32], trained)
+    assert torch.equal(positions[496:512], trained)
+    types = model.bert.embeddings.token_type_embeddings.weight
+    assert torch.equal(types[1], types[0]) and torch.equal(types[0], short.bert.embeddings.token_type_embeddings.weight[0])
+    assert torch.equal(model.bert.encoder.layer[1].output.dense.weight, short.bert.encoder.layer[1].output.dense.weight)
+    for bad in (dict(init_from=None), dict(extend_from=128)):
+        with pytest.raises(ValueError, match="extend_from"):
+            PretrainSettings(**{**dict(init_from="x", extend_from=16), **bad})

@@ -193,7 +193,7 @@ def export_pretrained(run: Path, out: Path, dtype: str) -> Path:
     if pairs:
         columns += [f"{sentence_task} accuracy", f"{sentence_task}, no blanks"]
         values += [f"{held_out['eval_nsp_accuracy']:.1%}", f"{held_out['eval_nsp_accuracy_unmasked']:.1%}"]
-    unit = "sequence pairs" if pairs else "sequences"
+    train_unit = "sequence pairs" if pairs else "sequences"
     blanks = "\n".join(f"| {text} | " + "; ".join(", ".join(f"{token} {p:.2f}" for token, p in guesses)
                                                   for guesses in fill_mask(reloaded, tokenizer, text)) + " |"
                        for text in LECTURE_BLANKS)
@@ -202,8 +202,8 @@ def export_pretrained(run: Path, out: Path, dtype: str) -> Path:
         notes += ("\nWikiText is scored in plain form, its tokenisation marks undone (`1 @,@ 000` read as `1,000`), "
                   "and, under \"as stored\", with the marks kept, as the file holds it (accuracy).")
     if pairs:
-        notes += (f"\n{sentence_task} accuracy: on the held-out sentence pairs of the test, their blanks in place as "
-                  "in training; \"no blanks\": the same pairs with every token as written.")
+        notes += (f"\n{sentence_task} accuracy: on pairs of held-out sentences (the same text, made into pairs as in "
+                  "training), 15% of their tokens blanked; \"no blanks\": the same pairs with every token as written.")
     origin = (f"{a['init_from']} ({recipe['parameters']:,} parameters) with a masked-LM head, made by continued "
               f"pre-training with the course's own recipe (the encoder trained too, the head fresh and tied to the "
               f"word embeddings)" if a.get("init_from") else
@@ -218,18 +218,19 @@ def export_pretrained(run: Path, out: Path, dtype: str) -> Path:
 {pretrain_command}
 minibert export {run.as_posix()} --out {out.as_posix()} --dtype {dtype}
 ```
-Training text: {', '.join(a['corpus'])} ({recipe['train_examples']:,} {unit} of up to {a['max_seq_len']} tokens);
+Training text: {', '.join(a['corpus'])} ({recipe['train_examples']:,} {train_unit} of up to {a['max_seq_len']} tokens);
 held-out text: {', '.join(a['eval_corpus'])}. Objective: MLM ({a['mlm_probability']:.0%}, MASK/SAME/RND
 {'/'.join(f'{x:.0%}' for x in a['mask_same_rnd'])}){task}. {recipe['step']:,} steps of
 {a['batch_size']} sequences, peak learning rate {a['lr']:g}, on {recipe['device']} in {recipe['precision']}:
 {recipe['seconds_this_run'] / 60:.0f} minutes (of the last `minibert pretrain` call, if the run was resumed).
 
-## Held-out figures (the exported weights, loaded back; {examples:,} held-out {unit})
+## Held-out figures (the exported weights, loaded back; {examples:,} held-out sequences)
 | {' | '.join(columns)} |
 |{'---|' * len(columns)}
 | {' | '.join(values)} |
 
-Fill-in-the-blank: 15% of the held-out tokens, each replaced by [MASK]; the model must name the
+Fill-in-the-blank: 15% of the held-out tokens (the held-out text packed into sequences of up to
+{a['max_seq_len']} tokens, whatever the training objective), each replaced by [MASK]; the model must name the
 original token (accuracy: its first guess; top-5: among its first five; loss: mean cross-entropy in
 nats). The unigram plateau is the loss of always answering with the training text's token
 frequencies: a model below it reads the context. The 80/10/10 accuracy scores the training
@@ -250,23 +251,30 @@ reads higher; it is given for comparison with older cards only.{notes}
 def score_held_out(model, tokenizer, args: dict) -> tuple[dict[str, float], int]:
     """A pre-trained model on its recipe's held-out text (the recipe's `score`): fill-in-the-blank figures
     (every scored token a [MASK]) and the unigram plateau; WikiText also as stored, its tokenisation marks
-    kept; NSP (or SOP) on held-out pairs with no token masked; and the accuracy under the training
-    corruption, labelled as such."""
+    kept; NSP (or SOP) on held-out pairs, with the test's blanks and with no token masked; and the
+    accuracy under the training corruption, labelled as such.
+
+    Fill in the blank is scored on the held-out text packed into sequences (`fill_in_the_blank_data`'s
+    ``objective="none"``), the same test whatever the model's objective: in sentence pairs, half the
+    blanks would have another article's text beside them.
+    """
     s = PretrainSettings(**{k: v for k, v in args.items() if k in {f.name for f in fields(PretrainSettings)}})
-    blanks = held_out_data(s, tokenizer)
+    sources = list(s.eval_corpus)
+    blanks = fill_in_the_blank_data(tokenizer, sources, "none", s.max_seq_len)
     held_out = {f"eval_{name}": value for name, value in score(s, model, blanks, 32, "cpu").items()}  # as in history.json
-    stored = [WikiTextAsStored(source) for source in s.eval_corpus if str(source).startswith("wikitext")]
+    stored = [WikiTextAsStored(source) for source in sources if str(source).startswith("wikitext")]
     if stored:
-        as_stored = score(s, model, fill_in_the_blank_data(tokenizer, stored, s.objective, s.max_seq_len), 32, "cpu")
+        as_stored = score(s, model, fill_in_the_blank_data(tokenizer, stored, "none", s.max_seq_len), 32, "cpu")
         held_out.update(eval_mlm_accuracy_as_stored=as_stored["mlm_accuracy"], eval_mlm_top5_as_stored=as_stored["mlm_top5"])
     if s.objective != "none" and isinstance(model, BertForPreTraining):
-        # the pairs of the fill-in-the-blank test (its seed), without its blanks
-        pairs = build_pretraining_data(tokenizer, list(s.eval_corpus), s.objective, s.max_seq_len,
-                                       seed=FILL_IN_THE_BLANK_SEED)
+        paired = score(s, model, held_out_data(s, tokenizer), 32, "cpu")  # the recipe's held-out pairs, with blanks
+        held_out.update(eval_nsp_accuracy=paired["nsp_accuracy"], eval_nsp_loss=paired["nsp_loss"])
+        # the same pairs (the test's seed), without its blanks
+        pairs = build_pretraining_data(tokenizer, sources, s.objective, s.max_seq_len, seed=FILL_IN_THE_BLANK_SEED)
         held_out["eval_nsp_accuracy_unmasked"] = next_sentence_accuracy(model, pairs.examples, tokenizer.pad_token_id)
     corruption = MLMMasking(tokenizer, s.mlm_probability, s.mask_same_rnd, whole_word=s.whole_word)
-    corrupted = build_pretraining_data(tokenizer, list(s.eval_corpus), s.objective, s.max_seq_len,
-                                       masking=corruption, static_masking=True, seed=s.seed)
+    corrupted = build_pretraining_data(tokenizer, sources, "none", s.max_seq_len, masking=corruption,
+                                       static_masking=True, seed=s.seed)
     held_out["eval_mlm_accuracy_80_10_10"] = score(s, model, corrupted, 32, "cpu")["mlm_accuracy"]
     held_out["unigram_loss"] = plateau(training_data(s, tokenizer), blanks, tokenizer.vocab_size)
     return held_out, len(blanks)
