@@ -97,6 +97,23 @@ def test_export_halves_the_weights_and_measures_what_it_ships(tmp_path, eval_tex
     assert "no finished minibert pretrain run" in capsys.readouterr().err
 
 
+def test_a_model_made_in_two_runs_gives_both_commands_on_its_card(tmp_path, eval_text):
+    """BERT's two stages (short sequences, then pairs at full length) are two runs; the shipped card must say
+    how the first one made the weights the second started from, not present them as someone else's model."""
+    torch.set_num_threads(1)
+    assert run(tmp_path / "s1", "--steps", "2", "--objective", "none", "--max-seq-len", "16", "--eval-corpus", eval_text) == 0
+    assert main(["export", str(tmp_path / "s1"), "--out", str(tmp_path / "s1-model"), "--dtype", "fp32"]) == 0
+    assert main(["pretrain", "--init-from", str(tmp_path / "s1-model"), "--extend-from", "16", "--max-seq-len", "32",
+                 "--batch-size", "8", "--steps", "2", "--corpus", "gutenberg/blake-poems.txt",
+                 "gutenberg/shakespeare-caesar.txt", "--eval-corpus", eval_text, "--out", str(tmp_path / "s2")]) == 0
+    assert main(["export", str(tmp_path / "s2"), "--out", str(tmp_path / "model")]) == 0
+    card = (tmp_path / "model" / "README.md").read_text()
+    assert "pre-trained from scratch by the course's own recipe in two runs: 2 steps on sequences of up to 16" in card
+    assert "with masked-LM and NSP heads" in card and card.count("minibert pretrain ") == 2
+    assert f"minibert export {(tmp_path / 's1').as_posix()} --out {(tmp_path / 's1-model').as_posix()} --dtype fp32\n" in card
+    assert f"--out {(tmp_path / 's1').as_posix()}\n" in card and "--extend-from 16" in card
+
+
 def test_roberta_style_run_exports_a_masked_lm_with_an_mlm_only_card(tmp_path, eval_text):
     torch.set_num_threads(1)
     assert run(tmp_path / "run", "--steps", "2", "--objective", "none", "--eval-corpus", eval_text) == 0
@@ -252,7 +269,9 @@ def test_a_damaged_latest_checkpoint_falls_back_to_the_one_before(tmp_path, capl
     assert "step-000002" in caplog.text and (out / "step-000006").exists()
 
 
-def test_ctrl_c_saves_a_checkpoint_that_resume_goes_on_from(tmp_path):
+@pytest.mark.parametrize("stop", ["SIGINT", "SIGTERM", "SIGHUP"])
+def test_ctrl_c_or_a_kill_saves_a_checkpoint_that_resume_goes_on_from(tmp_path, stop):
+    """Ctrl-C, and what `docker stop`, SLURM, systemd or a closed terminal send, all save before stopping."""
     import signal
     import subprocess
     import sys
@@ -267,7 +286,7 @@ def test_ctrl_c_saves_a_checkpoint_that_resume_goes_on_from(tmp_path):
     while not (out / "tokenizer").exists() and time.monotonic() < deadline:
         time.sleep(0.2)
     time.sleep(3)  # some updates
-    process.send_signal(signal.SIGINT)
+    process.send_signal(getattr(signal, stop))
     _, err = process.communicate(timeout=120)
     assert process.returncode == 130 and "interrupted: stopped at step" in err and "--resume" in err
     saved = sorted(out.glob("step-*"))

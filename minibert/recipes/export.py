@@ -14,10 +14,11 @@ from importlib import import_module
 from pathlib import Path
 
 import torch
+from safetensors import safe_open
 
 from ..config import read_json
 from ..heads import BertForMaskedLM, BertForPreTraining
-from ..hub import WEIGHT_FILES
+from ..hub import INT8_WEIGHTS, WEIGHT_FILES
 from ..pretraining import (LECTURE_BLANKS, MLMMasking, WikiTextAsStored, build_pretraining_data,
                            fill_in_the_blank_data, fill_mask, next_sentence_accuracy)
 from ..pretraining.dataset import FILL_IN_THE_BLANK_SEED
@@ -172,12 +173,12 @@ def export_pretrained(run: Path, out: Path, dtype: str) -> Path:
     held_out, examples = score_held_out(reloaded, tokenizer, a)
     (out / "held_out.json").write_text(json.dumps(held_out, indent=2) + "\n")
     size_mb = weights_mb(out)
-    flags = [f"--{k.replace('_', '-')}" + ("" if v is True else " " + (" ".join(map(str, v)) if isinstance(v, list) else str(v)))
-             for k, v in sorted(a.items(), key=lambda kv: kv[0] not in ("preset", "init_from"))  # the model first
-             if v is not None and v is not False and k not in ("func", "resume", "out")]
-    flags = [f.replace("--pre-layer-norm", "--pre-ln") for f in flags
-             if not (a.get("init_from") and f.startswith(("--preset", "--tokenizer")))]  # init_from's own
-    pretrain_command = " \\\n    ".join(["minibert pretrain " + " ".join(flags), f"--out {run.as_posix()}"])
+    pretrain_command = command_of(a, run)
+    earlier = earlier_stage(a)  # init_from made by an earlier `minibert pretrain` + `export`: its command too
+    if earlier is not None:
+        pretrain_command = (command_of(earlier["args"], Path(earlier["args"]["out"])) + "\n"
+                            + f"minibert export {earlier['args']['out']} --out {a['init_from']} --dtype "
+                            f"{folder_dtype(Path(a['init_from']))}\n" + pretrain_command)
     loader = who_loads(model, dtype)
     pairs = a["objective"] != "none"
     task = {"nsp": " + next sentence prediction", "sop": " + sentence-order prediction",
@@ -204,10 +205,19 @@ def export_pretrained(run: Path, out: Path, dtype: str) -> Path:
     if pairs:
         notes += (f"\n{sentence_task} accuracy: on pairs of held-out sentences (the same text, made into pairs as in "
                   "training), 15% of their tokens blanked; \"no blanks\": the same pairs with every token as written.")
-    origin = (f"{a['init_from']} ({recipe['parameters']:,} parameters) with a masked-LM head, made by continued "
-              f"pre-training with the course's own recipe (the encoder trained too, the head fresh and tied to the "
-              f"word embeddings)" if a.get("init_from") else
-              f"A {a['preset']} ({recipe['parameters']:,} parameters) pre-trained from scratch by the course's own recipe")
+    heads = "a masked-LM head" if not pairs else f"masked-LM and {sentence_task} heads"
+    if earlier is not None:
+        first = (f"{earlier['args']['init_from']} continued" if earlier["args"].get("init_from") else
+                 f"A {earlier['args']['preset']} pre-trained from scratch")
+        origin = (f"{first} by the course's own recipe in two runs: {earlier['step']:,} steps on sequences of up to "
+                  f"{earlier['args']['max_seq_len']} tokens, then this run from its weights ({a['init_from']}), "
+                  f"with {heads} ({recipe['parameters']:,} parameters)")
+    elif a.get("init_from"):
+        origin = (f"{a['init_from']} ({recipe['parameters']:,} parameters) with {heads}, made by continued "
+                  f"pre-training with the course's own recipe (the encoder trained too, the heads fresh, the "
+                  f"masked-LM decoder tied to the word embeddings)")
+    else:
+        origin = f"A {a['preset']} ({recipe['parameters']:,} parameters) pre-trained from scratch by the course's own recipe"
     card = f"""# {out.name}
 
 {origin}, so that the notebooks have a masked-LM model that works offline. Weights in {dtype}
@@ -222,7 +232,7 @@ Training text: {', '.join(a['corpus'])} ({recipe['train_examples']:,} {train_uni
 held-out text: {', '.join(a['eval_corpus'])}. Objective: MLM ({a['mlm_probability']:.0%}, MASK/SAME/RND
 {'/'.join(f'{x:.0%}' for x in a['mask_same_rnd'])}){task}. {recipe['step']:,} steps of
 {a['batch_size']} sequences, peak learning rate {a['lr']:g}, on {recipe['device']} in {recipe['precision']}:
-{recipe['seconds_this_run'] / 60:.0f} minutes (of the last `minibert pretrain` call, if the run was resumed).
+{recipe['seconds_this_run'] / 60:.0f} minutes (of the last `minibert pretrain` call, if the run was resumed).{earlier_time(earlier)}
 
 ## Held-out figures (the exported weights, loaded back; {examples:,} held-out sequences)
 | {' | '.join(columns)} |
@@ -246,6 +256,43 @@ reads higher; it is given for comparison with older cards only.{notes}
 """
     (out / "README.md").write_text(card)
     return out
+
+
+def command_of(args: dict, run: Path) -> str:
+    """The `minibert pretrain` command line that repeats a run, from its recipe.json's settings."""
+    flags = [f"--{k.replace('_', '-')}" + ("" if v is True else " " + (" ".join(map(str, v)) if isinstance(v, list) else str(v)))
+             for k, v in sorted(args.items(), key=lambda kv: kv[0] not in ("preset", "init_from"))  # the model first
+             if v is not None and v is not False and k not in ("func", "resume", "out", "time_budget")]
+    flags = [f.replace("--pre-layer-norm", "--pre-ln") for f in flags
+             if not (args.get("init_from") and f.startswith(("--preset", "--tokenizer")))]  # init_from's own
+    return " \\\n    ".join(["minibert pretrain " + " ".join(flags), f"--out {run.as_posix()}"])
+
+
+def earlier_stage(args: dict) -> dict | None:
+    """The recipe of the run that made ``init_from``, where it is a folder this project exported (a model
+    pre-trained in stages, as BERT was: its card then gives every stage's command, not only the last)."""
+    init_from = args.get("init_from")
+    recipe = Path(init_from) / "recipe.json" if init_from else None
+    if recipe is None or not recipe.is_file():
+        return None
+    earlier = read_json(recipe, "earlier stage's recipe")
+    return earlier if earlier.get("command") == "minibert pretrain" and "args" in earlier else None
+
+
+def folder_dtype(folder: Path) -> str:
+    """How an exported folder stores its weights: int8, or the number format of its safetensors file."""
+    if (folder / INT8_WEIGHTS).is_file():
+        return "int8"
+    with safe_open(folder / "model.safetensors", framework="pt") as weights:
+        first = weights.get_slice(next(iter(weights.keys()))).get_dtype()
+    return {"F16": "fp16", "BF16": "bf16"}.get(first, "fp32")
+
+
+def earlier_time(earlier: dict | None) -> str:
+    if earlier is None:
+        return ""
+    return (f" The first run: {earlier['step']:,} steps of {earlier['args']['batch_size']} sequences, peak learning "
+            f"rate {earlier['args']['lr']:g}, {earlier['seconds_this_run'] / 60:.0f} minutes on {earlier['device']}.")
 
 
 def score_held_out(model, tokenizer, args: dict) -> tuple[dict[str, float], int]:

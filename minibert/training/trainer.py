@@ -42,6 +42,9 @@ from .schedule import make_optimizer, warmup_linear_decay
 
 logger = logging.getLogger(__name__)
 
+# What stops a run from outside: each saves a checkpoint first (`Trainer._deferred_interrupt`).
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+
 
 class Trainer:
     """Trains ``model`` (any minibert model: ``model(**batch).loss`` given labels) on a map-style Dataset.
@@ -210,7 +213,8 @@ class Trainer:
     def _deferred_interrupt(self):
         """Ctrl-C (or a notebook's interrupt) during training ends the update under way, saves a checkpoint
         (when there is an out_dir), then raises KeyboardInterrupt: nothing is lost, and resuming is exact,
-        because a checkpoint is only ever taken between two updates. A second Ctrl-C stops at once.
+        because a checkpoint is only ever taken between two updates. SIGTERM (what `docker stop`, SLURM,
+        systemd and `kill` send) and SIGHUP (a closed terminal) do the same. A second signal stops at once.
         Yields a function that says whether an interrupt is waiting."""
         if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
             yield lambda: False
@@ -220,12 +224,13 @@ class Trainer:
         def on_interrupt(signum, frame):
             if asked:
                 raise KeyboardInterrupt
-            asked.append(True)
-        previous = signal.signal(signal.SIGINT, on_interrupt)
+            asked.append(signum)
+        previous = {number: signal.signal(number, on_interrupt) for number in STOP_SIGNALS}
         try:
             yield lambda: bool(asked)
         finally:
-            signal.signal(signal.SIGINT, previous)
+            for number, handler in previous.items():
+                signal.signal(number, handler)
 
     def _load_latest_readable(self, checkpoint: Path, kept: list[Path]) -> None:
         """Load ``checkpoint``; if it is damaged (a disk that filled up, a file cut off), fall back to the
