@@ -114,6 +114,22 @@ def test_a_model_made_in_two_runs_gives_both_commands_on_its_card(tmp_path, eval
     assert f"--out {(tmp_path / 's1').as_posix()}\n" in card and "--extend-from 16" in card
 
 
+def test_a_run_made_on_a_gpu_exports_on_a_machine_without_one(tmp_path, eval_text):
+    """A run trained with --device cuda and bf16 (an instructor's GPU) is exported on a laptop: the card's
+    figures are measured there in fp32, not refused because the recipe names a device this machine lacks."""
+    torch.set_num_threads(1)
+    assert run(tmp_path / "run", "--steps", "2", "--objective", "none", "--eval-corpus", eval_text) == 0
+    recipe_path = tmp_path / "run" / "recipe.json"
+    recipe = json.loads(recipe_path.read_text())
+    recipe["args"].update(device="cuda", precision="bf16")
+    recipe.update(device="cuda:0", precision="bf16")
+    recipe_path.write_text(json.dumps(recipe))
+    assert main(["export", str(tmp_path / "run"), "--out", str(tmp_path / "model")]) == 0
+    held_out = json.loads((tmp_path / "model" / "held_out.json").read_text())
+    assert 0 <= held_out["eval_mlm_accuracy"] <= 1 and math.isfinite(held_out["eval_mlm_loss"])
+    assert "on cuda:0 in bf16" in (tmp_path / "model" / "README.md").read_text()
+
+
 def test_roberta_style_run_exports_a_masked_lm_with_an_mlm_only_card(tmp_path, eval_text):
     torch.set_num_threads(1)
     assert run(tmp_path / "run", "--steps", "2", "--objective", "none", "--eval-corpus", eval_text) == 0

@@ -225,10 +225,19 @@ def score(s: TrainingSettings, model, eval_data: PretrainingDataset, batch_size:
     accuracy on held-out pairs when the data has them), on the device and in the number format the run
     trains in (``device``: another one, e.g. "cpu" for a shipped model)."""
     device = pick_device(s.device) if device is None else torch.device(device)
-    autocast = s.autocast() if device == pick_device(s.device) else None
+    autocast = s.autocast() if device == _run_device(s) else None
     return evaluate(model.to(device), eval_data, batch_size=batch_size or s.batch_size, collate_fn=eval_data.collate,
                     metrics_fn=pretraining_metrics, device=device, autocast=autocast,
                     model_kwargs={"masked_only": True})
+
+
+def _run_device(s: TrainingSettings) -> torch.device | None:
+    """The device the run trains on here; None where this machine has no such device (a run made on a
+    GPU, scored or exported on a laptop)."""
+    try:
+        return pick_device(s.device)
+    except ValueError:
+        return None
 
 
 def plateau(train_data: PretrainingDataset, eval_data: PretrainingDataset, vocab_size: int) -> float:
