@@ -18,6 +18,7 @@ import argparse
 import shlex
 import sys
 from dataclasses import fields
+from pathlib import Path
 
 # The recipes and experiments take settings objects (minibert.recipes, minibert.experiments); the
 # parsers here only say which flags were given (argument_default=SUPPRESS), so every default has
@@ -279,8 +280,19 @@ def _split(given: dict, setup_class) -> dict:
     return {**given, "setup": setup}
 
 
+PER_CALL = ("time_budget", "device", "precision", "compile")  # this call's and this machine's, not the run's
+
+
 def _pretrain(given: dict):
+    """With --resume, the flags not given are the run's own (its recipe.json, written when it started):
+    `minibert pretrain --out RUN --resume` goes on with the settings the run was started with."""
+    from .config import read_json
     from .recipes import PretrainSettings, pretrain
+    recipe = Path(given["out"]) / "recipe.json"
+    if given.get("resume") and recipe.is_file():
+        recorded = read_json(recipe, "run's recipe").get("args", {})
+        names = {f.name for f in fields(PretrainSettings)} - {"out", "resume", *PER_CALL}
+        given = {**{k: v for k, v in recorded.items() if k in names and k not in given}, **given}
     return pretrain(PretrainSettings(**given))
 
 
@@ -373,7 +385,7 @@ def _run(recipe, label) -> int:
     """Run a recipe; bad settings, missing data or models end in one line that says what to do."""
     try:
         result = recipe()
-    except (ValueError, OSError) as e:
+    except (ValueError, OSError, FloatingPointError) as e:  # FloatingPointError: training diverged, said how
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:  # the Trainer saved a checkpoint first when it had an out folder

@@ -36,6 +36,7 @@ ALBERT_SIZES = dict(vocab_size=30000, embedding_size=128, share_layers=True)
 # that uses one is written with this model_type, which transformers refuses, as are int8 weights (hub.py).
 MINIBERT_FIELDS = ("embedding_size", "share_layers", "pruned_heads", "pre_layer_norm")
 MINIBERT_ONLY = "minibert"
+MAX_PARAMETERS = 20_000_000_000  # a typo (an extra zero or three) in a config, not a model anyone trains here
 
 
 @dataclass
@@ -95,10 +96,18 @@ class BertConfig:
                 f"hidden_size ({self.hidden_size}) is not divisible by num_attention_heads "
                 f"({self.num_attention_heads}): each head gets hidden_size / heads dimensions, so "
                 f"choose heads among {[a for a in range(1, 33) if self.hidden_size % a == 0]}")
-        for name in ["hidden_dropout_prob", "attention_probs_dropout_prob"]:
+        for name in ["hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"]:
             p = getattr(self, name)
-            if not 0.0 <= p < 1.0:
-                raise ValueError(f"BertConfig.{name} must be in [0, 1), got {p}")
+            if name == "classifier_dropout" and p is None:
+                continue
+            if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
+                raise ValueError(f"BertConfig.{name} must be a number in [0, 1), got {p!r}")
+        for name in ["share_layers", "pre_layer_norm", "is_decoder"]:  # "yes" or 1 in a JSON file is not a choice
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"BertConfig.{name} must be true or false, got {getattr(self, name)!r}")
+        r = self.initializer_range
+        if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 < r < 1:
+            raise ValueError(f"BertConfig.initializer_range must be a small positive number (BERT: 0.02), got {r!r}")
         eps = self.layer_norm_eps
         if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps < 1:
             raise ValueError(f"BertConfig.layer_norm_eps must be a small positive number (BERT: 1e-12), got {eps!r}: "
@@ -117,8 +126,22 @@ class BertConfig:
                 raise ValueError(f"pruned_heads would remove every head of layer {layer}; keep at least one")
         if self.pruned_heads and self.share_layers:
             raise ValueError("pruned_heads and share_layers do not go together: shared layers share their heads")
-        if not 0 <= self.pad_token_id < self.vocab_size:
-            raise ValueError(f"pad_token_id {self.pad_token_id} is outside the vocabulary (size {self.vocab_size})")
+        if isinstance(self.pad_token_id, bool) or not isinstance(self.pad_token_id, int) or \
+                not 0 <= self.pad_token_id < self.vocab_size:
+            raise ValueError(f"pad_token_id {self.pad_token_id!r} is outside the vocabulary (size {self.vocab_size})")
+        weights = self.approximate_parameters()
+        if weights > MAX_PARAMETERS:
+            raise ValueError(f"this config describes about {weights / 1e9:,.0f} billion parameters ({weights * 4 / 2**30:,.0f} "
+                             f"GiB in fp32; BERT-large has 0.34): check vocab_size ({self.vocab_size}), hidden_size "
+                             f"({self.hidden_size}), intermediate_size ({self.intermediate_size}) and num_hidden_layers "
+                             f"({self.num_hidden_layers})")
+
+    def approximate_parameters(self) -> int:
+        """The parameter count, from the sizes alone (the embeddings and every layer's weight matrices)."""
+        E, H, I = self.embedding_dim, self.hidden_size, self.intermediate_size
+        layers = 1 if self.share_layers else self.num_hidden_layers
+        embeddings = (self.vocab_size + self.max_position_embeddings + self.type_vocab_size) * E + E * H
+        return embeddings + layers * (4 * H * H + 2 * H * I)
 
     @classmethod
     def from_preset(cls, name: str, **overrides) -> "BertConfig":

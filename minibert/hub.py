@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import uuid
 from pathlib import Path
 
@@ -169,6 +170,14 @@ def normalize_keys(state: dict[str, torch.Tensor], has_prefix: bool) -> dict[str
     return out
 
 
+def not_finite(tensors: dict[str, torch.Tensor]) -> list[str]:
+    """The names of the floating-point tensors holding a NaN or an infinity (one check, then one per name)."""
+    floats = {name: t for name, t in tensors.items() if t.is_floating_point() and t.numel()}
+    if not floats or torch.stack([t.isfinite().all() for t in floats.values()]).all():
+        return []
+    return [name for name, t in floats.items() if not t.isfinite().all()]
+
+
 def tied_aliases(model: torch.nn.Module) -> dict[str, str]:
     """Names that are a second name of a tensor already listed (the tied MLM decoder): name -> first name."""
     seen, aliases = {}, {}
@@ -215,6 +224,17 @@ class PretrainedMixin:
                              + "\nIs it a BERT checkpoint of this size? (config_overrides change sizes too)")
         unexpected = [k for k in state if k not in expected and k != "embeddings.position_ids"
                       and not k.endswith(".position_ids")]
+        layers = {int(m.group(1)) for k in state if (m := re.search(r"encoder\.layer\.(\d+)\.", k))}
+        if layers and max(layers) >= config.num_hidden_layers:  # not a head it lacks: part of the encoder left out
+            raise ValueError(f"{weights} holds {max(layers) + 1} encoder layers, and its config (or your overrides) "
+                             f"{config.num_hidden_layers}: loading would silently drop layers "
+                             f"{config.num_hidden_layers} to {max(layers)}. Fix num_hidden_layers in {config_file}, "
+                             "or keep the layers you want explicitly (as notebook 11's distillation does)")
+        broken = not_finite(state)
+        if broken:
+            raise ValueError(f"{weights} holds values that are not finite numbers (NaN or inf) in "
+                             f"{', '.join(broken[:3])}{' ...' if len(broken) > 3 else ''}: the file is damaged, or the "
+                             "training that wrote it had diverged; load another checkpoint")
         model.load_state_dict({k: v for k, v in state.items() if k in expected}, strict=False)
         model.tie_weights()
         if missing:

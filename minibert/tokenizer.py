@@ -110,7 +110,13 @@ class BertTokenizer:
                  model_max_length: int = 512, max_input_chars_per_word: int = 100):
         if not isinstance(vocab, dict):
             lines = Path(vocab).read_text(encoding="utf-8").splitlines()
-            vocab = {token: i for i, token in enumerate(lines)}
+            first = {}
+            for i, token in enumerate(lines):
+                if token in first:  # the id of a token is its line: a repeat would renumber every token after it
+                    raise ValueError(f"{vocab}, line {i + 1} repeats {token!r} (line {first[token] + 1}): a vocab.txt "
+                                     "gives each token one line, its id; remove the repeat or download the file again")
+                first[token] = i
+            vocab = first
         missing = [t for t in SPECIAL_TOKENS if t not in vocab]
         if missing:
             raise ValueError(f"the vocabulary has no {', '.join(missing)}: BERT needs {SPECIAL_TOKENS}")

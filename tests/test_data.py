@@ -8,6 +8,7 @@ import io
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -190,6 +191,42 @@ def test_fetch_from_mirror_copies_every_file_byte_for_byte(mirror, tmp_path):
     assert copied == read_sums(mirror)  # same files, same bytes, no temporary files left behind
     (tmp_path / "probe").touch()  # the permissions any new file gets (not mkstemp's 0600)
     assert (tmp_path / "sst2" / "dev.tsv").stat().st_mode == (tmp_path / "probe").stat().st_mode
+
+
+def test_every_file_of_the_registry_has_a_pinned_sha256(mirror):
+    """Nothing is trusted unchecked: not a mirror without SHA256SUMS, not a file cut off on disk. The pinned
+    digests are the mirror's (read independently here), the files as their pinned sources give them."""
+    sums = read_sums(mirror)
+    for name, spec in data.DATASETS.items():
+        for filename, digest in spec["files"].items():
+            assert digest, f"{name}/{filename} has no sha256 in the registry"
+            if f"{name}/{filename}" in sums:
+                assert digest == sums[f"{name}/{filename}"], f"{name}/{filename}"
+
+
+def test_a_mirror_without_sha256sums_is_checked_against_the_registry(mirror, tmp_path):
+    copy = tmp_path / "mirror"
+    shutil.copytree(mirror / "inaugural", copy / "inaugural")  # and no SHA256SUMS beside it
+    speech = copy / "inaugural" / "1861-Lincoln.txt"
+    speech.write_text(speech.read_text().replace("Union", "Onion"))
+    with pytest.raises(data.ChecksumError, match="1861-Lincoln.txt: sha256 is"):
+        data.fetch("inaugural", dest=tmp_path / "data", mirror=copy)
+    assert not (tmp_path / "data" / "inaugural" / "1861-Lincoln.txt").exists()
+
+
+def test_pre_training_refuses_a_corpus_file_cut_off_on_disk(mirror, data_home):
+    from minibert.pretraining import load_documents
+
+    data.fetch("gutenberg", dest=data_home, mirror=mirror)
+    assert len(load_documents("gutenberg/blake-poems.txt")) == 1
+    poems = data_home / "gutenberg" / "blake-poems.txt"
+    poems.write_bytes(poems.read_bytes()[:5000])  # what a full disk or an interrupted copy leaves
+    with pytest.raises(data.ChecksumError, match=r"blake-poems.txt is damaged: .*python -m minibert.data fetch gutenberg"):
+        load_documents("gutenberg/blake-poems.txt")
+    with pytest.raises(data.ChecksumError, match="blake-poems.txt is damaged"):
+        load_documents("gutenberg")  # the whole corpus too
+    data.fetch("gutenberg", dest=data_home, mirror=mirror)  # the fix the message gives
+    assert len(load_documents("gutenberg/blake-poems.txt")) == 1
 
 
 def test_present_files_are_verified_damaged_and_missing_ones_fetched_again(mirror, tmp_path, capsys, monkeypatch):

@@ -237,6 +237,33 @@ def test_sst2_stops_on_its_time_budget_resumes_and_reloads_with_the_same_accurac
     assert BertForSequenceClassification.from_pretrained(out).config.num_labels == 2
 
 
+def test_resuming_an_interrupted_run_with_other_settings_is_refused(data_home, tokenizer, tmp_path, capsys,
+                                                                   monkeypatch):
+    """Killed after its first checkpoint, the run has no results.json; its settings, written when it
+    started, still hold another task, seed or data size back from its checkpoints."""
+    import minibert.training.trainer as trainer_module
+    real_save = trainer_module.Trainer.save_checkpoint
+
+    def save_then_die(self):
+        real_save(self)
+        raise KeyboardInterrupt("killed")
+    out = tmp_path / "run"
+    with monkeypatch.context() as patch:
+        patch.setattr(trainer_module.Trainer, "save_checkpoint", save_then_die)
+        assert finetune("sst2", out, "--eval-every", "1") == 130  # as after Ctrl-C
+    assert not (out / "results.json").exists()
+    recorded = json.loads((out / "checkpoints" / "run.json").read_text())
+    assert recorded["settings"] == {"task": "sst2", "model": MODEL, "tokenizer": None, "seed": 0, "split": None,
+                                    "max_length": 64, "train_examples": 16}
+    capsys.readouterr()
+    for flags, named in [(["--seed", "1"], "--seed 1 (the run: 0)"),
+                         (["--train-examples", "32"], "--train-examples 32 (the run: 16)")]:
+        assert finetune("sst2", out, "--resume", *flags) == 2
+        assert named in capsys.readouterr().err
+    assert finetune("sst2", out, "--resume") == 0
+    assert json.loads((out / "results.json").read_text())["steps"] == 3
+
+
 def test_pos_fine_tunes_and_compares_with_frozen_features(data_home, tokenizer, tmp_path, capsys):
     out = tmp_path / "pos"
     assert finetune("pos", out, "--feature-based", "--eval-every", "3") == 0
@@ -289,6 +316,8 @@ def test_bad_input_is_a_one_line_error(data_home, tmp_path, capsys, monkeypatch)
     assert "use it with pos" in capsys.readouterr().err
     assert main(["evaluate", "sst2", "--model", str(tmp_path / "nothing")]) == 2
     assert "not a checkpoint directory" in capsys.readouterr().err
+    assert main(["evaluate", "sst2", "--model", MODEL]) == 2  # pre-trained only: no classifier to score
+    assert "has no sst2 head (classifier." in capsys.readouterr().err
     monkeypatch.setenv("MINIBERT_DATA_DIR", str(tmp_path / "empty"))
     monkeypatch.setenv("MINIBERT_DATA_MIRROR", str(tmp_path / "no-mirror"))
     assert main(["finetune", "sst2", "--model", MODEL, "--out", str(tmp_path / "d")]) == 2

@@ -40,6 +40,14 @@ def test_a_layer_norm_eps_that_is_not_small_and_positive_is_refused(eps):
         BertConfig(layer_norm_eps=eps)
 
 
+def test_a_vocab_txt_with_a_repeated_line_is_refused_not_renumbered(tmp_path):
+    from minibert import BertTokenizer
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "the", "sat"]
+    (tmp_path / "vocab.txt").write_text("\n".join(tokens) + "\n")
+    with pytest.raises(ValueError, match=r"vocab.txt, line 8 repeats 'the' \(line 6\): .*remove the repeat"):
+        BertTokenizer.from_pretrained(tmp_path / "vocab.txt")
+
+
 def test_a_vocabulary_too_small_for_any_word_is_refused_before_training():
     from minibert import BertTokenizer
     text = ["the cat sat on the mat", "a dog barked at the cat"]

@@ -43,7 +43,14 @@ def test_unknown_preset_lists_the_known_ones():
     (dict(hidden_size=100, num_attention_heads=12), r"hidden_size \(100\) is not divisible by num_attention_heads \(12\)"),
     (dict(num_hidden_layers=0), "num_hidden_layers must be a positive integer"),
     (dict(vocab_size=-5), "vocab_size must be a positive integer"),
-    (dict(hidden_dropout_prob=1.5), r"hidden_dropout_prob must be in \[0, 1\)"),
+    (dict(hidden_dropout_prob=1.5), r"hidden_dropout_prob must be a number in \[0, 1\)"),
+    (dict(hidden_dropout_prob="0.1"), r"hidden_dropout_prob must be a number in \[0, 1\), got '0.1'"),
+    (dict(classifier_dropout=float("nan")), r"classifier_dropout must be a number in \[0, 1\), got nan"),
+    (dict(share_layers="yes"), "share_layers must be true or false, got 'yes'"),
+    (dict(pre_layer_norm=1), "pre_layer_norm must be true or false, got 1"),
+    (dict(initializer_range=-0.02), "initializer_range must be a small positive number"),
+    (dict(num_hidden_layers=10_000_000), r"about [\d,]+ billion parameters .*num_hidden_layers \(10000000\)"),
+    (dict(vocab_size=10**11), r"about [\d,]+ billion parameters .*check vocab_size \(100000000000\)"),
     (dict(hidden_act="tanhh"), "hidden_act 'tanhh' is not supported"),
     (dict(pad_token_id=40000), "pad_token_id 40000 is outside the vocabulary"),
 ])
@@ -127,6 +134,21 @@ def test_shape_mismatch_and_missing_encoder_weights_are_listed(tmp_path):
         BertModel.from_pretrained(tmp_path / "a", vocab_size=200)
     with pytest.raises(ValueError, match=r"missing encoder.layer.2.attention.self.query.weight"):
         BertModel.from_pretrained(tmp_path / "a", num_hidden_layers=3)
+    # fewer layers than the checkpoint holds: not a head it lacks, and not a warning
+    with pytest.raises(ValueError, match=r"holds 2 encoder layers, and its config \(or your overrides\) 1: "
+                                         r"loading would silently drop layers 1 to 1"):
+        BertModel.from_pretrained(tmp_path / "a", num_hidden_layers=1)
+
+
+def test_weights_that_are_not_finite_are_refused(tmp_path):
+    from safetensors.torch import load_file, save_file
+    BertModel(BertConfig.from_preset("bert-tiny", vocab_size=100)).save_pretrained(tmp_path)
+    weights = load_file(tmp_path / "model.safetensors")
+    weights["encoder.layer.1.output.dense.weight"][3, 4] = float("nan")
+    save_file(weights, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(ValueError, match=r"model.safetensors holds values that are not finite numbers \(NaN or inf\) "
+                                         r"in encoder.layer.1.output.dense.weight: the file is damaged"):
+        BertModel.from_pretrained(tmp_path)
 
 
 def test_pytorch_bin_is_read_without_unpickling_code(tmp_path):

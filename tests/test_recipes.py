@@ -171,9 +171,14 @@ def test_settings_are_plain_data_checked_when_made():
     flags = vars(pretrain_parser().parse_args(["--out", "runs/x", "--steps", "5", "--eval-corpus"]))
     assert flags == {"out": "runs/x", "steps": 5, "eval_corpus": []}  # only what was given: defaults live in settings
     for bad, message in [(dict(mask_same_rnd=(0.5, 0.5, 0.5)), "sum to 1"), (dict(dropout=1.5), "dropout"),
-                         (dict(steps=0), "steps must be a positive integer"), (dict(preset="bert-huge"), "bert-tiny")]:
+                         (dict(steps=0), "steps must be a positive integer"), (dict(preset="bert-huge"), "bert-tiny"),
+                         (dict(mask_same_rnd=(float("nan"), 0.5, 0.5)), r"mask_same_rnd=\(nan, 0.5, 0.5\) must be"),
+                         (dict(lr=float("inf")), "lr must be a positive number, got inf")]:
         with pytest.raises(ValueError, match=message):
             PretrainSettings(out="runs/x", **bad)
+    from minibert.training import pick_device
+    with pytest.raises(ValueError, match=r"device='cpu:abc' is not a device; use auto, cpu"):
+        pick_device("cpu:abc")
     with pytest.raises(ValueError, match="dtype"):
         ExportSettings(run="runs/x", out="models/x", dtype="int4")
     with pytest.raises(ValueError, match="use it with pos"):
@@ -274,6 +279,35 @@ def test_resume_with_nothing_to_resume_says_so(tmp_path, caplog):
     assert "holds no checkpoint to resume from, so training starts at step 0" in caplog.text
 
 
+def test_an_interrupted_run_is_resumed_only_with_its_own_settings_and_exported_only_when_ended(tmp_path, capsys,
+                                                                                              monkeypatch):
+    """recipe.json is written when a run starts: a run killed after its first checkpoint refuses a resume with
+    another seed or masking rate (which would then describe the whole run), and export says to resume it."""
+    import minibert.training.trainer as trainer_module
+    torch.set_num_threads(1)
+    real_save = trainer_module.Trainer.save_checkpoint
+
+    def save_then_die(self):
+        real_save(self)
+        raise KeyboardInterrupt("killed")
+    out = tmp_path / "run"
+    with monkeypatch.context() as patch:
+        patch.setattr(trainer_module.Trainer, "save_checkpoint", save_then_die)
+        assert run(out, "--steps", "4", "--save-every", "2", "--eval-corpus") == 130  # as after Ctrl-C
+    recipe = json.loads((out / "recipe.json").read_text())
+    assert recipe["args"]["seed"] == 0 and "step" not in recipe
+    capsys.readouterr()
+    assert main(["export", str(out), "--out", str(tmp_path / "model")]) == 2
+    assert "has not ended" in capsys.readouterr().err and not (tmp_path / "model").exists()
+    for flags, named in [(["--seed", "3"], "--seed 3 (the run: 0)"),
+                         (["--mlm-probability", "0.2"], "--mlm-probability 0.2 (the run: 0.15)")]:
+        assert run(out, "--steps", "4", "--save-every", "2", "--eval-corpus", "--resume", *flags) == 2
+        assert named in capsys.readouterr().err
+    assert main(["pretrain", "--out", str(out), "--resume"]) == 0  # the flags not given: the run's own
+    recipe = json.loads((out / "recipe.json").read_text())
+    assert recipe["step"] == 4 and recipe["args"]["corpus"] == ["gutenberg/blake-poems.txt", "gutenberg/shakespeare-caesar.txt"]
+
+
 def test_a_damaged_latest_checkpoint_falls_back_to_the_one_before(tmp_path, caplog):
     torch.set_num_threads(1)
     out = tmp_path / "run"
@@ -323,8 +357,11 @@ def test_export_of_a_run_it_cannot_score_says_why_and_writes_nothing(tmp_path, c
     (tmp_path / "mine" / "notes.txt").write_text("keep me")
     (tmp_path / "mine" / "config.json").write_text("{}")
     assert main(["export", str(tmp_path / "run"), "--out", str(tmp_path / "mine")]) == 2
-    assert "already holds a model" in capsys.readouterr().err
+    assert "a folder that minibert did not write, and it holds config.json, notes.txt" in capsys.readouterr().err
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
+    (tmp_path / "mine" / ".minibert-output").write_text("written by `minibert export`\n")  # ours, with a model
+    assert main(["export", str(tmp_path / "run"), "--out", str(tmp_path / "mine")]) == 2
+    assert "already holds a model" in capsys.readouterr().err
 
 
 def test_extend_from_starts_longer_inputs_from_the_trained_positions_and_segment(tmp_path):

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 from safetensors import safe_open
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 from torch import nn
 from torch.utils.data import default_collate
 
@@ -323,6 +323,47 @@ def test_a_crash_while_saving_leaves_the_previous_checkpoints_usable(tmp_path, m
     resumed, _ = run(resume_config(tmp_path / "b", eval_every=None), resume=True)
     assert all(torch.equal(v, resumed.state_dict()[k]) for k, v in straight.state_dict().items())
     assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["history.json", "step-000002", "step-000006"]
+
+
+def test_after_falling_back_the_damaged_checkpoint_is_set_aside_and_the_good_one_kept(tmp_path, caplog):
+    """Resuming past a damaged checkpoint: the one it fell back to must survive pruning, and the damaged one
+    must neither be pruned in its place, nor deleted, nor tried again."""
+    out = tmp_path / "run"
+    run(resume_config(out, eval_every=None, max_steps=4, save_every=2, keep_last=2))
+    (out / "step-000004" / "model.safetensors").write_bytes(b"cut off")
+    with caplog.at_level("WARNING"):  # keep one: by step number alone, the damaged step 4 would outrank step 3
+        run(resume_config(out, eval_every=None, max_steps=3, save_every=1, keep_last=1), resume=True)
+    assert "step-000004 cannot be resumed from" in caplog.text and "set aside as step-000004.damaged" in caplog.text
+    assert sorted(p.name for p in out.iterdir()) == ["history.json", "step-000003", "step-000004.damaged"]
+    assert (out / "step-000004.damaged" / "model.safetensors").read_bytes() == b"cut off"
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        run(resume_config(out, eval_every=None, max_steps=5, save_every=1, keep_last=1), resume=True)
+    assert "cannot be resumed" not in caplog.text
+    assert sorted(p.name for p in out.iterdir()) == ["history.json", "step-000004.damaged", "step-000005"]
+
+
+def test_a_diverged_checkpoint_is_never_written_and_never_resumed(tmp_path, caplog):
+    out = tmp_path / "run"
+    model, _ = run(resume_config(out, eval_every=None, max_steps=4, save_every=2))
+    # a checkpoint with NaN weights (written by an older version, or by hand): resume falls back past it
+    weights = load_file(out / "step-000004" / "model.safetensors")
+    name = next(k for k in weights if k.endswith("dense.weight"))
+    weights[name][0, 0] = float("nan")
+    save_file(weights, out / "step-000004" / "model.safetensors", metadata={"format": "pt"})
+    with caplog.at_level("WARNING"):
+        run(resume_config(out, eval_every=None, max_steps=5, save_every=1), resume=True)
+    assert "not finite numbers (NaN or inf) in " + name in caplog.text and "resuming from" in caplog.text
+    assert (out / "step-000005").is_dir() and (out / "step-000004.damaged").is_dir()
+    # and the trainer refuses to save weights that have diverged, keeping the last good checkpoint
+    trainer = Trainer(model, resume_config(out, eval_every=None, max_steps=9), classification_data(20),
+                      collate_fn=noisy_collate)
+    trainer.step = 9
+    with torch.no_grad():
+        next(model.parameters())[0, 0] = float("inf")
+    with pytest.raises(FloatingPointError, match="not finite numbers .* at step 9.*keeps its last good checkpoint"):
+        trainer.save_checkpoint()
+    assert not (out / "step-000009").exists() and (out / "step-000005").is_dir()
 
 
 def test_a_fresh_run_does_not_mix_with_old_checkpoints(tmp_path):

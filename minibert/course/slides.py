@@ -32,6 +32,8 @@ from pathlib import Path
 
 import nbformat
 
+from ..out_folder import claim
+
 HIDE_INPUT = "hide-input-in-slides"
 MARK = "minibert"  # cell metadata of our own: {"auto_slide_type": what the rules chose}
 SHOWN_CODE_LINES = 3  # a cell this short reads at a glance: its code stays on the slide
@@ -200,7 +202,10 @@ def build(notebooks=None, out="slides") -> list[Path]:
     from nbconvert.preprocessors import TagRemovePreprocessor
 
     notebooks = _existing(notebooks or sorted(Path().glob(DEFAULT_NOTEBOOKS)))
-    out = Path(out)
+    try:  # a new folder, or one minibert wrote: its assets/ is replaced, a folder of the user's never
+        out = claim(out, "minibert slides")
+    except ValueError as e:
+        raise SlidesError(str(e)) from None
     _copy_assets(out / ASSETS)
     exporter = SlidesExporter(
         extra_loaders=[DictLoader({TEMPLATE_NAME: TEMPLATE})], template_file=TEMPLATE_NAME,

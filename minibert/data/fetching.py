@@ -77,6 +77,26 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+_VERIFIED: dict[tuple[str, int, int], str] = {}  # (path, size, mtime) -> sha256, for this process
+
+
+def verify(name: str, files: dict[str, Path]) -> None:
+    """Check local files of dataset ``name`` ({its file name: where it is}) against the registry's sha256
+    before they are read, once per process while a file's size and time stay the same: a file cut off by a
+    full disk or edited by hand is refused with the command that fetches it again, not trained on."""
+    pinned = DATASETS[name]["files"]
+    for filename, file in files.items():
+        if not pinned.get(filename):
+            continue  # an online extra: checked when it was downloaded
+        stat = file.stat()
+        key = (str(file.resolve()), stat.st_size, stat.st_mtime_ns)
+        if key not in _VERIFIED:
+            _VERIFIED[key] = file_sha256(file)
+        if _VERIFIED[key] != pinned[filename]:
+            raise ChecksumError(f"{file} is damaged: its sha256 is not the one the registry pins for {name}/{filename} "
+                                f"(cut off by a full disk, or edited). Fetch it again: python -m minibert.data fetch {name}")
+
+
 def damaged(name: str, folder: Path, sums: dict[str, str] | None = None) -> list[str]:
     """The dataset's files present in ``folder`` whose sha256 is not the registry's (or the mirror's
     SHA256SUMS'): cut off by a full disk, edited by hand, or from another release. A file the
@@ -188,7 +208,7 @@ def _download(name: str, folder: Path, force: bool):
                                  huggingface_hub.hf_hub_download, spec["hf_repo"], f)
                 _copy(Path(cached), folder / f, spec["files"][f], bar)
         elif "zip" in spec:
-            _extract_zip(spec["zip"], folder, todo, bar)
+            _extract_zip(spec["zip"], folder, {f: spec["files"].get(f) for f in todo}, bar)
         else:
             for f in todo:
                 _fetch_url(spec["urls"][f], folder / f, spec["files"].get(f), bar)
@@ -204,8 +224,9 @@ def _fetch_url(url: str, target: Path, sha256: str | None, bar: tqdm):
         _write_atomic(target, _chunks(response), sha256=sha256, size=size, bar=bar)
 
 
-def _extract_zip(url: str, folder: Path, todo: list[str], bar: tqdm):
-    """Download an archive to a scratch folder, then take out the wanted files by their base name."""
+def _extract_zip(url: str, folder: Path, todo: dict[str, str | None], bar: tqdm):
+    """Download an archive to a scratch folder, then take out the wanted files ({name: sha256}) by their
+    base name, each checked against its digest."""
     with tempfile.TemporaryDirectory() as scratch:
         archive = Path(scratch) / "download.zip"
         _fetch_url(url, archive, None, bar)
@@ -216,4 +237,4 @@ def _extract_zip(url: str, folder: Path, todo: list[str], bar: tqdm):
                 raise FileNotFoundError(f"{url} has no {', '.join(absent)}")
             for f in todo:
                 with zf.open(members[f]) as src:
-                    _write_atomic(folder / f, _chunks(src))
+                    _write_atomic(folder / f, _chunks(src), sha256=todo[f])

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
-from . import wikipedia_shards
+from . import nltk_corpora, wikipedia_shards
 
 
 def _github(repo: str, commit: str, path: str) -> str:
@@ -14,9 +14,9 @@ def _github(repo: str, commit: str, path: str) -> str:
     return f"https://raw.githubusercontent.com/{repo}/{commit}/{quote(path)}"
 
 
-def _texts(stems: str) -> dict[str, None]:
-    """File names of a many-document corpus (their digests are in the mirror's SHA256SUMS)."""
-    return {f"{stem}.txt": None for stem in stems.split()}
+def _texts(digests: dict[str, str]) -> dict[str, str]:
+    """The files of a many-document corpus, one text per document: {stem: sha256} -> {stem.txt: sha256}."""
+    return {f"{stem}.txt": digest for stem, digest in digests.items()}
 
 
 _UD = ("UniversalDependencies/UD_English-EWT", "6d4e3e2d515c3da8dcb579bb437a62a2569f4c88",
@@ -95,10 +95,10 @@ _GUTENBERG_MORE = {
         "c802711470ddb2aaca81432fc101ed29c154e7c3d32df4172478695c33f68eae"),
 }
 
-# name -> plain data. "files" maps each file to its canonical sha256 (None where no canonical hash is
-# published); "online_extras" are files only the online route brings (too big for the mirror). The
-# online route is exactly one of: "hub" (a Hub dataset rebuilt into the canonical files),
-# "hf_repo" (files of a Hub model repo), "zip" (an archive to extract), "urls" (one URL per file).
+# name -> plain data. "files" maps each file to its sha256 (every file has one, a tested promise);
+# "online_extras" are files only the online route brings (too big for the mirror). The online route
+# is exactly one of: "hub" (a Hub dataset rebuilt into the canonical files), "hf_repo" (files of a
+# Hub model repo), "zip" (an archive to extract), "urls" (one URL per file).
 DATASETS: dict[str, dict] = {
     "sst2": {
         "description": "SST-2 (GLUE): movie-review phrases labelled negative 0 / positive 1",
@@ -240,10 +240,7 @@ DATASETS: dict[str, dict] = {
         "description": "NLTK's 15 Project Gutenberg books (Austen, Carroll, Melville ...), 2008 selection",
         "licence": "public domain",
         "source": "github.com/nltk/nltk (history) nltk_data/corpora/gutenberg.zip",
-        "files": _texts("austen-emma austen-persuasion austen-sense bible-kjv blake-poems carroll-alice "
-                        "chesterton-ball chesterton-brown chesterton-thursday melville-moby_dick "
-                        "milton-paradise shakespeare-caesar shakespeare-hamlet shakespeare-macbeth "
-                        "whitman-leaves"),
+        "files": _texts(nltk_corpora.GUTENBERG),
         "zip": _github("nltk/nltk", "583117dd80c39f604910ead218cab30da18a8d9a",
                        "nltk_data/corpora/gutenberg.zip"),
     },
@@ -259,17 +256,7 @@ DATASETS: dict[str, dict] = {
         "description": "State of the Union addresses 1945-2006, one per file (NLTK)",
         "licence": "public domain",
         "source": "github.com/nltk/nltk_data packages/corpora/state_union.zip",
-        "files": _texts(
-            "1945-Truman 1946-Truman 1947-Truman 1948-Truman 1949-Truman 1950-Truman 1951-Truman "
-            "1953-Eisenhower 1954-Eisenhower 1955-Eisenhower 1956-Eisenhower 1957-Eisenhower "
-            "1958-Eisenhower 1959-Eisenhower 1960-Eisenhower 1961-Kennedy 1962-Kennedy 1963-Johnson "
-            "1963-Kennedy 1964-Johnson 1965-Johnson-1 1965-Johnson-2 1966-Johnson 1967-Johnson "
-            "1968-Johnson 1969-Johnson 1970-Nixon 1971-Nixon 1972-Nixon 1973-Nixon 1974-Nixon 1975-Ford "
-            "1976-Ford 1977-Ford 1978-Carter 1979-Carter 1980-Carter 1981-Reagan 1982-Reagan "
-            "1983-Reagan 1984-Reagan 1985-Reagan 1986-Reagan 1987-Reagan 1988-Reagan 1989-Bush "
-            "1990-Bush 1991-Bush-1 1991-Bush-2 1992-Bush 1993-Clinton 1994-Clinton 1995-Clinton "
-            "1996-Clinton 1997-Clinton 1998-Clinton 1999-Clinton 2000-Clinton 2001-GWBush-1 "
-            "2001-GWBush-2 2002-GWBush 2003-GWBush 2004-GWBush 2005-GWBush 2006-GWBush"),
+        "files": _texts(nltk_corpora.STATE_UNION),
         "zip": _github(_NLTK_DATA, "5f09e470fe339e1a119dd174ca284129a3c7a5bb",
                        "packages/corpora/state_union.zip"),
     },
@@ -277,16 +264,7 @@ DATASETS: dict[str, dict] = {
         "description": "US presidential inaugural addresses 1789-2021, one per file (NLTK)",
         "licence": "public domain",
         "source": "github.com/nltk/nltk_data packages/corpora/inaugural.zip",
-        "files": _texts(
-            "1789-Washington 1793-Washington 1797-Adams 1801-Jefferson 1805-Jefferson 1809-Madison "
-            "1813-Madison 1817-Monroe 1821-Monroe 1825-Adams 1829-Jackson 1833-Jackson 1837-VanBuren "
-            "1841-Harrison 1845-Polk 1849-Taylor 1853-Pierce 1857-Buchanan 1861-Lincoln 1865-Lincoln "
-            "1869-Grant 1873-Grant 1877-Hayes 1881-Garfield 1885-Cleveland 1889-Harrison "
-            "1893-Cleveland 1897-McKinley 1901-McKinley 1905-Roosevelt 1909-Taft 1913-Wilson "
-            "1917-Wilson 1921-Harding 1925-Coolidge 1929-Hoover 1933-Roosevelt 1937-Roosevelt "
-            "1941-Roosevelt 1945-Roosevelt 1949-Truman 1953-Eisenhower 1957-Eisenhower 1961-Kennedy "
-            "1965-Johnson 1969-Nixon 1973-Nixon 1977-Carter 1981-Reagan 1985-Reagan 1989-Bush "
-            "1993-Clinton 1997-Clinton 2001-Bush 2005-Bush 2009-Obama 2013-Obama 2017-Trump 2021-Biden"),
+        "files": _texts(nltk_corpora.INAUGURAL),
         "zip": _github(_NLTK_DATA, "c38fae336d2400f1d7bf5754d2c13cba832e64d8",
                        "packages/corpora/inaugural.zip"),
     },

@@ -74,7 +74,12 @@ def source_files(source) -> list[Path] | None:
             shown = ", ".join(known[:8]) + (f" ... ({len(known)} files)" if len(known) > 8 else "")
             raise ValueError(f"{name} has no file {filename!r}; its files are {shown}")
         folder = data.ensure(name)
-        return [data.path(name, filename)] if filename else [folder / f for f in known if (folder / f).is_file()]
+        if filename:
+            files = {filename: data.path(name, filename)}
+        else:
+            files = {f: folder / f for f in known if (folder / f).is_file()}
+        data.verify(name, files)  # a file cut off or edited is refused, not trained on
+        return list(files.values())
     path = Path(source)
     if not path.exists():
         raise ValueError(f"{source!r} is neither a text corpus ({', '.join(TEXT_CORPORA)}) nor an existing "

@@ -53,7 +53,8 @@ class MLMMasking:
         """The masking's knobs, checked (also by settings that make a masking later)."""
         if not 0 < mlm_probability <= 1:
             raise ValueError(f"mlm_probability must be in (0, 1], got {mlm_probability!r}")
-        if len(mask_same_rnd) != 3 or min(mask_same_rnd) < 0 or abs(sum(mask_same_rnd) - 1) > 1e-6:
+        if len(mask_same_rnd) != 3 or not all(0 <= share <= 1 for share in mask_same_rnd) or \
+                abs(sum(mask_same_rnd) - 1) > 1e-6:  # "not 0 <= x": a NaN fails it too
             raise ValueError(f"mask_same_rnd={tuple(mask_same_rnd)!r} must be three shares >= 0 of the chosen "
                              "tokens (MASK, SAME, RND) that sum to 1, e.g. (0.8, 0.1, 0.1)")
 

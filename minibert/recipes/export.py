@@ -19,6 +19,7 @@ from safetensors import safe_open
 from ..config import read_json
 from ..heads import BertForMaskedLM, BertForPreTraining
 from ..hub import INT8_WEIGHTS, WEIGHT_FILES
+from ..out_folder import claim, claimable
 from ..pretraining import (LECTURE_BLANKS, MLMMasking, WikiTextAsStored, build_pretraining_data,
                            fill_in_the_blank_data, fill_mask, next_sentence_accuracy)
 from ..pretraining.dataset import FILL_IN_THE_BLANK_SEED
@@ -56,12 +57,12 @@ def export(settings: ExportSettings) -> Path:
     run, out = Path(settings.run), Path(settings.out)
     if out.resolve() == run.resolve():
         raise ValueError(f"--out {out} is the folder being exported; give a new folder")
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} is a file; give a folder")
+    claimable(out, "minibert export")  # a new folder, or one minibert wrote: never the user's own
     if any((out / name).exists() for name in ("config.json", *WEIGHT_FILES)):
         raise ValueError(f"--out {out} already holds a model; export writes a new folder: choose another --out")
     before = set(out.iterdir()) if out.is_dir() else set()
     try:
+        claim(out, "minibert export")
         if (run / "held_out.json").is_file() or ((run / "config.json").is_file() and not find_checkpoints(run)
                                                  and not (run / "results.json").is_file()):
             return convert_folder(run, out, settings.dtype)
@@ -155,6 +156,10 @@ def export_pretrained(run: Path, out: Path, dtype: str) -> Path:
         raise FileNotFoundError(f"{run} holds no finished minibert pretrain run (step-N/ and recipe.json) "
                                 "and no minibert finetune output (model.safetensors and results.json)")
     recipe = read_json(run / "recipe.json", "run's recipe")
+    if "step" not in recipe:  # written when the run started; the rest comes when a call of it ends
+        raise ValueError(f"{run} holds a pre-training run that has not ended (stopped before the end of any "
+                         f"`minibert pretrain` call, e.g. by a kill): go on with it, `minibert pretrain ... --out "
+                         f"{run} --resume` with its flags (recipe.json lists them), then export")
     if not recipe["args"].get("eval_corpus") and recipe["args"]["objective"] != "none":
         raise ValueError(f"{run} was pre-trained without held-out text (--eval-corpus), and the model card scores "
                          "the exported weights on it, sentence pairs included: resume the run with --eval-corpus "

@@ -38,9 +38,11 @@ from pathlib import Path
 import torch
 
 from ..config import read_json
+from ..out_folder import claim, claimable
 from ..tasks import get_task, tagging
 from ..tokenizer import BertTokenizer
 from ..training import PRECISIONS, TrainConfig, Trainer, find_checkpoints, pick_device
+from .run_record import refuse_changes, write_json
 
 
 @dataclass(frozen=True)
@@ -160,11 +162,21 @@ def hyperparameters(settings: FinetuneSettings, device_type: str) -> tuple[str, 
 def finetune(settings: FinetuneSettings) -> dict:
     """Run the recipe; prints the metric and returns what results.json holds."""
     s, task = settings, get_task(settings.task)
-    out = Path(s.out)
+    out = claimable(s.out, "minibert finetune")  # a new folder, or one minibert wrote: never the user's own
+    if Path(s.model).exists() and out.resolve() == Path(s.model).resolve():
+        raise ValueError(f"--out {out} is the model being fine-tuned, which the result would overwrite; name a new "
+                         "folder")
+    if (out / "config.json").is_file() and not (out / "results.json").is_file():
+        raise ValueError(f"--out {out} holds a model that `minibert finetune` did not write there; name a new folder")
     if not s.resume and find_checkpoints(out / "checkpoints"):
         raise ValueError(f"{out} already holds a fine-tuning run: --resume goes on with it, or choose another --out")
     device = pick_device(s.device)
     preset, h = hyperparameters(s, device.type)
+    defining = {"task": task.name, "model": s.model, "tokenizer": s.tokenizer, "seed": s.seed, "split": s.split,
+                "max_length": h.max_length, "train_examples": h.train_examples}
+    record = out / "checkpoints" / "run.json"  # written when the run starts: an interrupted run is checked too
+    if s.resume and find_checkpoints(out / "checkpoints"):
+        refuse_changes(record, "settings", defining, tuple(defining), out)
     torch.manual_seed(s.seed)  # the new layer's initial weights: from the seed, not from the generator's state
     model = task.new_model(s.model)
     tokenizer = BertTokenizer.from_pretrained(s.tokenizer or s.model)
@@ -187,6 +199,9 @@ def finetune(settings: FinetuneSettings) -> dict:
     # Held-out data goes to the Trainer only for evaluations during training; the final score is the task's own.
     trainer = Trainer(model, config, task_inputs.train, task_inputs.eval if s.eval_every else None,
                       collate_fn=task_inputs.collate, metrics_fn=task_inputs.metrics)
+    if trainer.is_main and not find_checkpoints(out / "checkpoints"):
+        claim(out, "minibert finetune")
+        write_json(record, {"command": command_line(s), "settings": defining})
     started = time.perf_counter()
     history = trainer.fit(resume=s.resume)
     train_seconds = time.perf_counter() - started
@@ -275,6 +290,10 @@ def evaluate(settings: EvaluateSettings) -> dict:
     chosen = replace(chosen, **{k: v for k, v in {"eval_examples": s.eval_examples,
                                                   "max_length": s.max_length}.items() if v is not None})
     model = task.model_class.from_pretrained(s.model).to(pick_device(s.device))
+    fresh = [k for k in model.loading_info["missing_keys"] if not k.startswith("bert.")]
+    if fresh:  # a head made up on the spot scores chance, and would look like a result
+        raise ValueError(f"{s.model} has no {task.name} head ({', '.join(fresh[:2])} would be random): evaluate a "
+                         f"model fine-tuned on {task.name}, e.g. the --out folder of `minibert finetune {task.name}`")
     tokenizer = BertTokenizer.from_pretrained(s.tokenizer or s.model)
     _, metrics, description = held_out_score(task.name, model, tokenizer, recorded, chosen, split=s.split)
     _report({"task": task.name, "metrics": metrics, "data": description}, None)

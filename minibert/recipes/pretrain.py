@@ -16,7 +16,6 @@ beside it; ``minibert export`` (`minibert.recipes.export`) turns it into a model
 """
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import asdict, dataclass
@@ -24,13 +23,15 @@ from pathlib import Path
 
 import torch
 
-from ..config import ALBERT_PRESETS, PRESETS, BertConfig, read_json
+from ..config import ALBERT_PRESETS, PRESETS, BertConfig
 from ..heads import BertForMaskedLM, BertForPreTraining
+from ..out_folder import claim, claimable
 from ..pretraining import (OBJECTIVES, MLMMasking, PretrainingDataset, build_pretraining_data,
                            fill_in_the_blank_data, load_documents, pretraining_metrics, unigram_loss)
 from ..tokenizer import BertTokenizer
 from ..training import (AUTOCAST_DTYPES, PRECISIONS, TrainConfig, Trainer, evaluate, find_checkpoints, pick_device,
                         pick_precision)
+from .run_record import refuse_changes, write_json
 
 DEFAULT_TOKENIZER = "sentence-transformers/all-MiniLM-L6-v2"  # the bert-base-uncased vocabulary
 
@@ -60,8 +61,8 @@ class TrainingSettings:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if not self.lr > 0:
-            raise ValueError(f"lr must be positive, got {self.lr} (BERT: 1e-4; small models 5e-4 to 1e-3)")
+        if not 0 < self.lr < float("inf"):
+            raise ValueError(f"lr must be a positive number, got {self.lr} (BERT: 1e-4; small models 5e-4 to 1e-3)")
         if not (0 <= self.dropout < 1 and 0 <= self.warmup_ratio < 1):
             raise ValueError(f"dropout and warmup_ratio must be in [0, 1), got {self.dropout} and {self.warmup_ratio}")
         if self.precision not in PRECISIONS:
@@ -250,29 +251,18 @@ def check_out_folder(s: PretrainSettings) -> None:
     """Everything about ``out`` that can go wrong is found before anything is written to it."""
     if s.out is None:
         raise ValueError("pretrain needs an out folder for its checkpoints, tokenizer and recipe.json")
-    out = Path(s.out)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} is a file, not a folder; choose a folder for the run")
+    out = claimable(s.out, "minibert pretrain")  # a new folder, or one minibert wrote: never the user's own
     checkpoints = find_checkpoints(out) if out.is_dir() else []
     if not s.resume:
         if checkpoints:
             raise ValueError(f"{out} already holds a pre-training run ({checkpoints[-1].name}): --resume goes on "
                              "with it, or choose another --out; nothing was written")
         if (out / "tokenizer").exists() or (out / "recipe.json").exists():
-            raise ValueError(f"{out} holds the tokenizer or recipe of another run; choose another --out (nothing "
-                             "was written)")
+            raise ValueError(f"{out} holds the tokenizer or recipe of another run; --resume goes on with it, or "
+                             "choose another --out (nothing was written)")
         return
-    recipe_file = out / "recipe.json"
-    if not checkpoints or not recipe_file.is_file():
-        return  # nothing to compare with: the Trainer says that it starts at step 0
-    recorded = read_json(recipe_file, "run's recipe").get("args", {})
-    now = json.loads(json.dumps(asdict(s), default=str))
-    changed = [f"--{name.replace('_', '-')} {now[name]!r} (the run: {recorded[name]!r})"
-               for name in RUN_DEFINING if name in recorded and recorded[name] != now[name]]
-    if changed:
-        raise ValueError(f"--resume with settings other than the run in {out}: " + "; ".join(changed) +
-                         ". Resume with the run's own flags (its recipe.json lists them), or start a new run in "
-                         "another --out; nothing was written")
+    if checkpoints:  # recipe.json is written when a run starts: an interrupted run is checked too
+        refuse_changes(out / "recipe.json", "args", asdict(s), RUN_DEFINING, out)
 
 
 def pretrain(settings: PretrainSettings) -> Path:
@@ -285,7 +275,10 @@ def pretrain(settings: PretrainSettings) -> Path:
     model = make_model(s, tokenizer)
     trainer = make_trainer(s, model, train_data, eval_data)
     if trainer.is_main:  # under torchrun every process built the same tokenizer; one writes it
+        claim(out, "minibert pretrain")
         tokenizer.save_pretrained(out / "tokenizer")
+        if not find_checkpoints(out):  # what defines the run, from its start (the rest is added at its end)
+            write_json(out / "recipe.json", {"command": "minibert pretrain", "args": asdict(s)})
     started = time.perf_counter()
     history = trainer.fit(resume=s.resume)
     if trainer.is_main:
@@ -296,5 +289,5 @@ def pretrain(settings: PretrainSettings) -> Path:
                   "precision": trainer.precision, "final": {k: v for k, v in history.records[-1].items()}}
         if eval_data is not None:
             recipe["unigram_loss"] = plateau(train_data, eval_data, tokenizer.vocab_size)
-        (out / "recipe.json").write_text(json.dumps(recipe, indent=2, default=str) + "\n")
+        write_json(out / "recipe.json", recipe)
     return out / f"step-{trainer.step:06d}"

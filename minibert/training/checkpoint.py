@@ -25,7 +25,7 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from ..config import read_json
-from ..hub import tied_aliases
+from ..hub import not_finite, tied_aliases
 from .config import RESUME_SAFE_FIELDS
 from .history import History
 
@@ -148,7 +148,14 @@ def load_checkpoint(path: str | os.PathLike, model: nn.Module, optimizer: torch.
     path = Path(path)
     state = read_json(path / "trainer_state.json", "checkpoint's trainer state")
     tensors = load_file(path / "trainer_state.safetensors")
-    missing, unexpected = model.load_state_dict(load_file(path / "model.safetensors"), strict=False)
+    weights = load_file(path / "model.safetensors")
+    for file, stored in (("model.safetensors", weights), ("trainer_state.safetensors", tensors)):
+        broken = not_finite(stored)
+        if broken:
+            raise ValueError(f"{path / file} holds values that are not finite numbers (NaN or inf) in "
+                             f"{', '.join(broken[:3])}{' ...' if len(broken) > 3 else ''}: the run had diverged "
+                             "when it was saved")
+    missing, unexpected = model.load_state_dict(weights, strict=False)
     missing = set(missing) - set(tied_aliases(model))  # the tied MLM decoder is stored once
     if missing or unexpected:
         raise ValueError(f"{path} holds another model's weights: missing {sorted(missing)}, "
@@ -168,6 +175,17 @@ def load_checkpoint(path: str | os.PathLike, model: nn.Module, optimizer: torch.
     else:
         seed_everything(seed + rank + state["step"])
     return state
+
+
+def set_aside(checkpoint: Path) -> Path:
+    """Rename a checkpoint that cannot be resumed from to step-N.damaged (then .damaged-2, ...): kept for a
+    look, never again taken for a checkpoint (`find_checkpoints`) nor pruned in place of a good one."""
+    for k in range(1, 1000):
+        aside = checkpoint.with_name(checkpoint.name + (".damaged" if k == 1 else f".damaged-{k}"))
+        if not aside.exists():
+            os.replace(checkpoint, aside)
+            return aside
+    raise FileExistsError(f"too many {checkpoint}.damaged* folders: remove some")
 
 
 def warn_about_changes(state: dict, config: dict, world_size: int) -> None:

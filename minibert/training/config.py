@@ -1,6 +1,7 @@
 """How to train, as plain data: a run's settings, checked before the first step."""
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 
@@ -61,7 +62,8 @@ class TrainConfig:
             value = getattr(self, name)
             check(value is None or (isinstance(value, int) and value >= 1),
                   f"{name} must be a positive integer or None (never / all), got {value!r}")
-        check(self.lr > 0, f"lr must be positive, got {self.lr} (BERT: 1e-4 to pre-train, 2e-5 to 5e-5 to fine-tune)")
+        check(0 < self.lr < math.inf, f"lr must be a positive number, got {self.lr} (BERT: 1e-4 to pre-train, 2e-5 to "
+                                      "5e-5 to fine-tune)")
         check(self.weight_decay >= 0, f"weight_decay must be >= 0, got {self.weight_decay}")
         check(len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas),
               f"betas must be two numbers in [0, 1), got {self.betas} (the usual: (0.9, 0.999))")

@@ -16,7 +16,10 @@ def pick_device(choice: str = "auto", local_rank: int = 0) -> torch.device:
         if torch.cuda.is_available():
             return torch.device("cuda", local_rank)
         return torch.device("mps" if torch.backends.mps.is_available() else "cpu")
-    device = torch.device(choice)
+    try:
+        device = torch.device(choice)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device={choice!r} is not a device; use auto, cpu, cuda, cuda:1 or mps") from None
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device={choice!r} but PyTorch sees no CUDA GPU; use device='auto' or 'cpu'")
     if device.type == "mps" and not torch.backends.mps.is_available():

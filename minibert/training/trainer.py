@@ -31,9 +31,10 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler, default_co
 from safetensors import SafetensorError
 from tqdm.auto import tqdm
 
+from ..hub import not_finite
 from .batching import example_lengths, group_by_length, to_device, with_masked_positions
 from .checkpoint import (checkpoint_to_resume, find_checkpoints, load_checkpoint, rng_state, save_checkpoint,
-                         seed_everything, warn_about_changes)
+                         seed_everything, set_aside, warn_about_changes)
 from .config import TrainConfig
 from .evaluate import evaluate
 from .history import History
@@ -233,19 +234,25 @@ class Trainer:
                 signal.signal(number, handler)
 
     def _load_latest_readable(self, checkpoint: Path, kept: list[Path]) -> None:
-        """Load ``checkpoint``; if it is damaged (a disk that filled up, a file cut off), fall back to the
-        kept checkpoints before it, newest first, and say so."""
+        """Load ``checkpoint``; if it is damaged (a disk that filled up, a file cut off, weights that had
+        diverged), fall back to the kept checkpoints before it, newest first, and say so. Those that failed
+        are renamed step-N.damaged once another one loads: pruning must not delete the good checkpoint and
+        keep a damaged one, and the next resume must not try it again."""
         candidates = [checkpoint] + [p for p in reversed(kept) if p != checkpoint and p.name < checkpoint.name]
         for k, path in enumerate(candidates):
             try:
                 self.load_checkpoint(path)
-                return
+                break
             except (ValueError, KeyError, OSError, SafetensorError) as e:
                 if k == len(candidates) - 1:
                     raise ValueError(f"{path} cannot be resumed from ({e}), and no earlier checkpoint is kept: "
                                      "start a new run in another out_dir") from None
                 logger.warning("%s cannot be resumed from (%s); resuming from %s instead", path, e,
                                candidates[k + 1])
+        if self.is_main and len(kept) > 1:  # resume=True: the damaged ones are this run's own checkpoints
+            for damaged in candidates[:k]:
+                if damaged.is_dir():
+                    logger.warning("%s set aside as %s", damaged, set_aside(damaged).name)
 
     def _say(self, bar: tqdm, message: str) -> None:
         if not bar.disable:  # tqdm.write prints above the bar, whichever process calls it
@@ -317,6 +324,12 @@ class Trainer:
             dist.all_gather_object(rng, rng_state(self.device))
         if not self.is_main:
             return None
+        broken = not_finite(dict(self.model.named_parameters()))
+        if broken:  # never replace a good checkpoint with a diverged one (resume would only fail later)
+            raise FloatingPointError(
+                f"the weights are not finite numbers (NaN or inf) at step {self.step} ({', '.join(broken[:3])}): "
+                f"not saved, so {self.config.out_dir} keeps its last good checkpoint. Resume from it with a lower "
+                "lr, keep grad_clip on, or train in bf16/fp32 rather than fp16")
         run = {"step": self.step, "epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch,
                "world_size": self.world_size, "config": asdict(self.config)}
         return save_checkpoint(self.config.out_dir, self.model, self.optimizer, self.scaler, rng, run, self.history,

@@ -1,0 +1,97 @@
+"""One rule for every command that writes a folder: a new folder, an empty one, or one minibert wrote.
+
+Each case is a folder a user owns, named as --out by a slip of the keyboard; the command must refuse
+before it writes anything, and say which folder and what to do.
+"""
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from minibert import BertConfig, BertForSequenceClassification
+from minibert.cli import main
+from minibert.course import slides
+from minibert.out_folder import MARK, claim, claimable
+
+pytestmark = pytest.mark.skipif(not os.environ.get("MINIBERT_DATA_MIRROR") and not os.environ.get("CI"),
+                                reason="needs the data mirror (MINIBERT_DATA_MIRROR)")
+
+
+def user_folder(path):
+    """A folder of the user's own: a README and an assets/ folder, as a project has."""
+    path.mkdir(parents=True)
+    (path / "README.md").write_text("my project\n")
+    (path / "assets").mkdir()
+    (path / "assets" / "logo.svg").write_text("<svg/>")
+    return path
+
+
+def untouched(path):
+    return (sorted(p.relative_to(path).as_posix() for p in path.rglob("*")) == ["README.md", "assets", "assets/logo.svg"]
+            and (path / "README.md").read_text() == "my project\n")
+
+
+def test_the_rule_itself(tmp_path):
+    assert claimable(tmp_path / "new", "x") == tmp_path / "new" and not (tmp_path / "new").exists()
+    assert (claim(tmp_path / "new", "x") / MARK).is_file()
+    assert claimable(tmp_path / "new", "x") == tmp_path / "new"  # ours now: may be written again
+    (tmp_path / "empty").mkdir()
+    assert claimable(tmp_path / "empty", "x") == tmp_path / "empty"
+    mine = user_folder(tmp_path / "mine")
+    with pytest.raises(ValueError, match=r"x: --out .*mine is a folder that minibert did not write, and it holds "
+                                         r"README.md, assets; nothing was written there"):
+        claim(mine, "x")
+    assert untouched(mine)
+    with pytest.raises(ValueError, match="--out is empty"):
+        claimable("", "x")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match="is a file, not a folder"):
+        claimable(tmp_path / "file", "x")
+
+
+def test_pretrain_and_export_refuse_a_users_folder_and_an_empty_name(tmp_path, capsys, monkeypatch):
+    torch.set_num_threads(1)
+    mine = user_folder(tmp_path / "mine")
+    corpus = ["--corpus", "gutenberg/blake-poems.txt", "--objective", "none", "--vocab-size", "300", "--max-seq-len", "16",
+              "--batch-size", "4", "--steps", "2", "--eval-corpus"]
+    assert main(["pretrain", "--out", str(mine), *corpus]) == 2
+    assert "minibert did not write" in capsys.readouterr().err and untouched(mine)
+    monkeypatch.chdir(mine)  # `--out ""` must not mean the current folder
+    assert main(["pretrain", "--out", "", *corpus]) == 2
+    assert "--out is empty" in capsys.readouterr().err and untouched(mine)
+    monkeypatch.chdir(tmp_path)
+    assert main(["pretrain", "--out", "run", *corpus]) == 0
+    assert (tmp_path / "run" / MARK).is_file()
+    assert main(["pretrain", "--out", "run", *corpus, "--steps", "3", "--resume"]) == 0  # its own folder: resumed
+    assert main(["export", "run", "--out", str(mine)]) == 2  # `export ... --out .` replaced a README
+    assert "minibert did not write" in capsys.readouterr().err and untouched(mine)
+
+
+def test_finetune_refuses_to_write_over_the_model_it_starts_from(tmp_path, capsys):
+    config = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=32)
+    model_dir = tmp_path / "model"
+    BertForSequenceClassification(config).save_pretrained(model_dir)
+    (model_dir / MARK).write_text("written by `minibert export`\n")  # a folder minibert wrote, as exports are
+    before = (model_dir / "model.safetensors").read_bytes()
+    assert main(["finetune", "sst2", "--model", str(model_dir), "--out", str(model_dir)]) == 2
+    assert "is the model being fine-tuned" in capsys.readouterr().err
+    other = tmp_path / "other-model"
+    BertForSequenceClassification(config).save_pretrained(other)
+    (other / MARK).write_text("written by `minibert export`\n")
+    assert main(["finetune", "sst2", "--model", str(model_dir), "--out", str(other)]) == 2
+    assert "holds a model that `minibert finetune` did not write there" in capsys.readouterr().err
+    mine = user_folder(tmp_path / "mine")
+    assert main(["finetune", "sst2", "--model", str(model_dir), "--out", str(mine)]) == 2
+    assert "minibert did not write" in capsys.readouterr().err and untouched(mine)
+    assert (model_dir / "model.safetensors").read_bytes() == before
+    assert json.loads((model_dir / "config.json").read_text())["num_hidden_layers"] == 1
+
+
+def test_slides_never_replace_a_users_assets_folder(tmp_path, capsys):
+    mine = user_folder(tmp_path / "mine")
+    notebook = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("00_*.ipynb"))[0]
+    assert slides.main(["build", str(notebook), "--out", str(mine)]) != 0
+    assert "minibert did not write" in capsys.readouterr().err and untouched(mine)
