@@ -238,18 +238,11 @@ def test_sst2_stops_on_its_time_budget_resumes_and_reloads_with_the_same_accurac
 
 
 def test_resuming_an_interrupted_run_with_other_settings_is_refused(data_home, tokenizer, tmp_path, capsys,
-                                                                   monkeypatch):
+                                                                   killed_after_saving):
     """Killed after its first checkpoint, the run has no results.json; its settings, written when it
     started, still hold another task, seed or data size back from its checkpoints."""
-    import minibert.training.trainer as trainer_module
-    real_save = trainer_module.Trainer.save_checkpoint
-
-    def save_then_die(self):
-        real_save(self)
-        raise KeyboardInterrupt("killed")
     out = tmp_path / "run"
-    with monkeypatch.context() as patch:
-        patch.setattr(trainer_module.Trainer, "save_checkpoint", save_then_die)
+    with killed_after_saving():
         assert finetune("sst2", out, "--eval-every", "1") == 130  # as after Ctrl-C
     assert not (out / "results.json").exists()
     recorded = json.loads((out / "checkpoints" / "run.json").read_text())

@@ -190,6 +190,29 @@ def test_links_in_a_submission_are_not_followed(demo_release, tmp_path):
     assert marks(grading.autograde(submission, source=FIXTURE))["softmax_tests"] == (2, 2)
 
 
+def test_a_submission_is_data_only_regular_files_are_taken(demo_release, tmp_path):
+    """A named pipe used to block the grader for good; a hard link could name a file the grader may read;
+    neither is copied, and a notebook that is one scores zero with the reason, the others still graded."""
+    import os
+    submission = submit(demo_release, tmp_path / "submission", softmax=STABLE_SOFTMAX)
+    os.mkfifo(submission / "pipe")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the grader's")
+    os.link(secret, submission / "notes.txt")
+    (submission / "data.txt").write_text("mine")
+    assert grading._not_plain_files(submission, ["pipe", "notes.txt", "data.txt", "01_demo.ipynb"]) == \
+        {"pipe", "notes.txt"}
+    fifo_notebook = tmp_path / "fifo"
+    fifo_notebook.mkdir()
+    os.mkfifo(fifo_notebook / "01_demo.ipynb")
+    grades = grading.autograde(fifo_notebook, source=FIXTURE)
+    assert {g.error for g in grades.notebooks["01_demo"].values()} == {
+        "01_demo.ipynb is not a plain file (a link or a named pipe): submit the notebook file Jupyter saved"}
+    for timeout in (0, -5):
+        with pytest.raises(grading.GradingError, match=r"--timeout must be a positive number of seconds per cell"):
+            grading.autograde(submission, source=FIXTURE, timeout=timeout)
+
+
 def test_run_as_names_a_usable_account(tmp_path):
     with pytest.raises(grading.GradingError, match="--run-as no-such-user"):
         grading.autograde(FIXTURE, source=FIXTURE, run_as="no-such-user")

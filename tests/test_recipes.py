@@ -280,19 +280,12 @@ def test_resume_with_nothing_to_resume_says_so(tmp_path, caplog):
 
 
 def test_an_interrupted_run_is_resumed_only_with_its_own_settings_and_exported_only_when_ended(tmp_path, capsys,
-                                                                                              monkeypatch):
+                                                                                              killed_after_saving):
     """recipe.json is written when a run starts: a run killed after its first checkpoint refuses a resume with
     another seed or masking rate (which would then describe the whole run), and export says to resume it."""
-    import minibert.training.trainer as trainer_module
     torch.set_num_threads(1)
-    real_save = trainer_module.Trainer.save_checkpoint
-
-    def save_then_die(self):
-        real_save(self)
-        raise KeyboardInterrupt("killed")
     out = tmp_path / "run"
-    with monkeypatch.context() as patch:
-        patch.setattr(trainer_module.Trainer, "save_checkpoint", save_then_die)
+    with killed_after_saving():
         assert run(out, "--steps", "4", "--save-every", "2", "--eval-corpus") == 130  # as after Ctrl-C
     recipe = json.loads((out / "recipe.json").read_text())
     assert recipe["args"]["seed"] == 0 and "step" not in recipe

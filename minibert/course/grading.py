@@ -23,6 +23,7 @@ import os
 import re
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -155,6 +156,9 @@ def autograde(submission_dir, source="notebooks", timeout=600, run_as: str | Non
     submission_dir = Path(submission_dir)
     if not submission_dir.is_dir():
         raise GradingError(f"submission folder not found: {submission_dir}")
+    if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout <= 0:  # nbgrader reads 0 or less as none
+        raise GradingError(f"--timeout must be a positive number of seconds per cell, got {timeout!r}: without one, "
+                           "a submission that loops forever stops the whole class's grading")
     notebooks = _notebooks(source)
     graded = [nb.name for nb in notebooks if graded_cells(nb)]
     if not graded:
@@ -193,8 +197,10 @@ def _autograde_one(root: Path, submission_dir: Path, source, name: str, timeout:
         return {grade_id: CellGrade(0.0, most, reason) for grade_id, most in points.items()}
 
     submitted = submission_dir / name
-    if not submitted.exists():
+    if not submitted.exists() and not submitted.is_symlink():
         return zero("not submitted")
+    if _not_plain_files(submission_dir, [name]):  # read as data: a named pipe would block, a link reach elsewhere
+        return zero(f"{name} is not a plain file (a link or a named pipe): submit the notebook file Jupyter saved")
     try:
         nbformat.validate(nbformat.read(submitted, as_version=4))
     except Exception as e:  # JSON, schema or encoding: whatever keeps it from being a notebook
@@ -203,7 +209,7 @@ def _autograde_one(root: Path, submission_dir: Path, source, name: str, timeout:
     course = _course(root, source, only=[name], user=user)
     others = {nb.name for nb in submission_dir.glob("*.ipynb")} - {name}
     shutil.copytree(submission_dir, course / "submitted" / STUDENT / ASSIGNMENT,
-                    ignore=lambda d, names: IGNORED(d, names) | _links(d, names) |
+                    ignore=lambda d, names: IGNORED(d, names) | _not_plain_files(d, names) |
                     (others if Path(d) == submission_dir else set()))
     for private in ("source", "submitted"):  # the instructor copy, hidden tests included: root's only
         (course / private).chmod(0o700)
@@ -224,10 +230,19 @@ def _autograde_one(root: Path, submission_dir: Path, source, name: str, timeout:
     return _with_errors(grades, course / "autograded" / STUDENT / ASSIGNMENT / name, present)
 
 
-def _links(folder, names) -> set[str]:
-    """The symbolic links among ``names``: a submission's link would be followed by the grader (root),
-    and what it points at copied in where the student's code can read it."""
-    return {name for name in names if os.path.islink(os.path.join(folder, name))}
+def _not_plain_files(folder, names) -> set[str]:
+    """What of a submission the grader does not copy: a submission is data, so only regular files and
+    folders. A symbolic link would be followed by the grader (root), and what it points at copied in
+    where the student's code can read it; a hard link can be another name of a file the grader may
+    read; a named pipe would block the copy, and the whole class's grading, forever."""
+    skipped = set()
+    for name in names:
+        info = os.lstat(os.path.join(folder, name))
+        if stat.S_ISDIR(info.st_mode):
+            continue
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
+            skipped.add(name)
+    return skipped
 
 
 def _notebooks(source) -> list[Path]:
