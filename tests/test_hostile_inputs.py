@@ -1,5 +1,7 @@
 """Inputs a careless caller passes to the model, each answered by a message that names the value and the fix,
 never by torch internals or a silently wrong result."""
+import os
+
 import pytest
 import torch
 
@@ -109,6 +111,30 @@ def test_a_shard_index_without_a_map_or_pointing_outside_its_folder_is_refused(t
         json.dumps({"weight_map": {"a": "part-1.safetensors", "b": "../elsewhere.safetensors"}}))
     with pytest.raises(ValueError, match=r"shards outside its folder \(\.\./elsewhere.safetensors\)"):
         BertModel.from_pretrained(folder)
+
+
+def test_a_sharded_checkpoint_in_the_hub_cache_layout_loads(tmp_path, model):
+    """The Hugging Face cache keeps a snapshot's files as links into blobs/: a sharded model there is read
+    (transformers reads it), its shards found through the links."""
+    import json
+    from safetensors.torch import load_file, save_file
+    model.save_pretrained(tmp_path / "saved")
+    weights = load_file(tmp_path / "saved" / "model.safetensors")
+    names = sorted(weights)
+    blobs, snapshot = tmp_path / "blobs", tmp_path / "snapshots" / "abc123"
+    blobs.mkdir()
+    snapshot.mkdir(parents=True)
+    halves = {"model-00001-of-00002.safetensors": names[: len(names) // 2],
+              "model-00002-of-00002.safetensors": names[len(names) // 2:]}
+    for shard, keys in halves.items():
+        save_file({k: weights[k] for k in keys}, blobs / f"blob-{shard}", metadata={"format": "pt"})
+        (snapshot / shard).symlink_to(os.path.relpath(blobs / f"blob-{shard}", snapshot))
+    (blobs / "index").write_text(json.dumps({"weight_map": {k: s for s, keys in halves.items() for k in keys}}))
+    (snapshot / "model.safetensors.index.json").symlink_to(os.path.relpath(blobs / "index", snapshot))
+    (blobs / "config").write_text((tmp_path / "saved" / "config.json").read_text())
+    (snapshot / "config.json").symlink_to(os.path.relpath(blobs / "config", snapshot))
+    loaded = BertModel.from_pretrained(snapshot)
+    assert all(torch.equal(v, loaded.state_dict()[k]) for k, v in model.state_dict().items())
 
 
 # --- a shipped int8 folder, converted for transformers, comes with its tokenizer ----------------------------------

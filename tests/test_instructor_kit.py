@@ -266,6 +266,10 @@ def test_slides_command(tmp_path, capsys, monkeypatch):
     assert capsys.readouterr().err.startswith("error: no notebooks match notebooks/")
     assert cli.main(["slides", "nowhere.ipynb"]) == 1
     assert capsys.readouterr().err.strip() == "error: notebook not found: nowhere.ipynb"
+    (tmp_path / "broken.ipynb").write_text('{"cells": [')  # half saved
+    for command in (["slides", "broken.ipynb", "--out", str(out)], ["slides", "annotate", "broken.ipynb"]):
+        assert cli.main(command) == 1
+        assert capsys.readouterr().err.startswith("error: broken.ipynb is not a readable notebook (")
 
 
 # --- the course zip -----------------------------------------------------------------------------

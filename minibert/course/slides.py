@@ -186,7 +186,7 @@ def annotate_files(paths) -> list[Path]:
     byte for byte (nbformat writes what it read). Returns the files that changed."""
     changed = []
     for path in _existing(paths):
-        notebook = nbformat.read(path, as_version=4)
+        notebook = _read(path)
         annotated = annotate(notebook)
         if annotated != notebook:
             nbformat.write(annotated, path)
@@ -215,12 +215,22 @@ def build(notebooks=None, out="slides") -> list[Path]:
     exporter.register_preprocessor(TagRemovePreprocessor(remove_input_tags={HIDE_INPUT}), enabled=True)
     written = []
     for path in notebooks:
-        html, _ = exporter.from_notebook_node(annotate(nbformat.read(path, as_version=4)),
+        html, _ = exporter.from_notebook_node(annotate(_read(path)),
                                               resources={"metadata": {"name": path.stem}})
         target = out / f"{path.stem}.slides.html"
         target.write_text(html, encoding="utf-8")
         written.append(target)
     return written
+
+
+def _read(path: Path):
+    """A notebook, or a SlidesError that names the file: a half-saved or hand-edited one is common."""
+    try:
+        return nbformat.read(path, as_version=4)
+    except Exception as e:  # JSON, encoding or schema: whatever keeps it from being a notebook
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise SlidesError(f"{path} is not a readable notebook ({first[:160]}); open it in Jupyter and save it "
+                          "again, or restore it from git") from None
 
 
 def _existing(paths) -> list[Path]:
