@@ -280,19 +280,13 @@ def _split(given: dict, setup_class) -> dict:
     return {**given, "setup": setup}
 
 
-PER_CALL = ("time_budget", "device", "precision", "compile")  # this call's and this machine's, not the run's
-
-
 def _pretrain(given: dict):
-    """With --resume, the flags not given are the run's own (its recipe.json, written when it started):
-    `minibert pretrain --out RUN --resume` goes on with the settings the run was started with."""
-    from .config import read_json
+    """With --resume, the flags not given are the run's own (recipe.json, written when it started)."""
     from .recipes import PretrainSettings, pretrain
-    recipe = Path(given["out"]) / "recipe.json"
-    if given.get("resume") and recipe.is_file():
-        recorded = read_json(recipe, "run's recipe").get("args", {})
-        names = {f.name for f in fields(PretrainSettings)} - {"out", "resume", *PER_CALL}
-        given = {**{k: v for k, v in recorded.items() if k in names and k not in given}, **given}
+    from .recipes.run_record import with_recorded
+    if given.get("resume"):
+        names = {f.name for f in fields(PretrainSettings)}
+        given = with_recorded(given, Path(given["out"]) / "recipe.json", "args", names)
     return pretrain(PretrainSettings(**given))
 
 

@@ -28,7 +28,7 @@ from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, process
 from tokenizers.models import WordPiece
 
 from .hub import resolve
-from .vocabulary import CLS, MASK, PAD, SEP, SPECIAL_TOKENS, UNK, learn_vocabulary, read_texts
+from .vocabulary import CLS, MASK, PAD, SEP, SPECIAL_TOKENS, UNK, learn_vocabulary, read_texts, read_vocab_txt
 
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt")  # either holds the vocabulary; tokenizer.json is preferred
 PADDING = {False, True, "do_not_pad", "longest", "max_length"}
@@ -109,14 +109,7 @@ class BertTokenizer:
                  strip_accents: bool | None = None, tokenize_chinese_chars: bool = True,
                  model_max_length: int = 512, max_input_chars_per_word: int = 100):
         if not isinstance(vocab, dict):
-            lines = Path(vocab).read_text(encoding="utf-8").splitlines()
-            first = {}
-            for i, token in enumerate(lines):
-                if token in first:  # the id of a token is its line: a repeat would renumber every token after it
-                    raise ValueError(f"{vocab}, line {i + 1} repeats {token!r} (line {first[token] + 1}): a vocab.txt "
-                                     "gives each token one line, its id; remove the repeat or download the file again")
-                first[token] = i
-            vocab = first
+            vocab = read_vocab_txt(vocab)
         missing = [t for t in SPECIAL_TOKENS if t not in vocab]
         if missing:
             raise ValueError(f"the vocabulary has no {', '.join(missing)}: BERT needs {SPECIAL_TOKENS}")

@@ -16,6 +16,17 @@ PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 SPECIAL_TOKENS = [PAD, UNK, CLS, SEP, MASK]  # in this order a trained vocabulary starts: [PAD] = 0
 
 
+def read_vocab_txt(path: str | os.PathLike) -> dict[str, int]:
+    """A vocab.txt as {token: id}: one token a line, its id the line's number. A repeated line is refused:
+    kept, it would leave a gap in the ids and renumber every token after it when the file is saved again."""
+    vocab = {}
+    for i, token in enumerate(Path(path).read_text(encoding="utf-8").splitlines()):
+        if vocab.setdefault(token, i) != i:
+            raise ValueError(f"{path}, line {i + 1} repeats {token!r} (line {vocab[token] + 1}): a vocab.txt gives "
+                             "each token one line, its id; remove the repeat or download the file again")
+    return vocab
+
+
 def read_texts(texts_or_files) -> list[str]:
     """An iterable of strings (documents or lines) as a list, or the lines of a list of UTF-8 files."""
     if isinstance(texts_or_files, (str, os.PathLike)):

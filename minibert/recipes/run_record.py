@@ -34,3 +34,16 @@ def refuse_changes(record_file: Path, key: str, now: dict, defining: tuple[str, 
         raise ValueError(f"--resume with settings other than the run in {out}: " + "; ".join(changed) +
                          f". Resume with the run's own flags ({record_file.name} lists them), or start a new run "
                          "in another --out; nothing was written")
+
+
+# What belongs to one call of a run, or to the machine it runs on, not to the run: never taken from its record.
+PER_CALL = ("out", "resume", "time_budget", "device", "precision", "compile")
+
+
+def with_recorded(given: dict, record_file: Path, key: str, names: set[str]) -> dict:
+    """``given`` (the flags of a --resume command line) completed from the run's record: `minibert pretrain
+    --out RUN --resume` goes on with the settings the run was started with, not the defaults."""
+    if not record_file.is_file():
+        return given
+    recorded = read_json(record_file, "run's recorded settings").get(key, {})
+    return {**{k: v for k, v in recorded.items() if k in names and k not in PER_CALL and k not in given}, **given}
