@@ -453,7 +453,7 @@ def test_two_ddp_processes_stay_in_sync_and_match_one_process_with_both_batches(
 
 @pytest.mark.parametrize("changes, message", [
     (dict(batch_size=0), "batch_size must be a positive integer"),
-    (dict(lr=-1e-4), "lr must be positive"),
+    (dict(lr=-1e-4), "lr must be a positive number"), (dict(lr=float("inf")), "lr must be a positive number, got inf"),
     (dict(precision="fp8"), "precision must be one of"),
     (dict(max_steps=10, warmup_steps=20), r"warmup_steps must be between 0 and max_steps \(10\)"),
     (dict(grad_clip=0), "grad_clip must be positive, or None"),
