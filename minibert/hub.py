@@ -179,6 +179,14 @@ def not_finite(tensors: dict[str, torch.Tensor]) -> list[str]:
     return [name for name, t in floats.items() if not t.isfinite().all()]
 
 
+def refuse_not_finite(tensors: dict[str, torch.Tensor], source: Path, why: str) -> None:
+    """A ValueError naming ``source`` and its first tensors holding a NaN or an infinity, then ``why``."""
+    broken = not_finite(tensors)
+    if broken:
+        raise ValueError(f"{source} holds values that are not finite numbers (NaN or inf) in "
+                         f"{', '.join(broken[:3])}{' ...' if len(broken) > 3 else ''}: {why}")
+
+
 def tied_aliases(model: torch.nn.Module) -> dict[str, str]:
     """Names that are a second name of a tensor already listed (the tied MLM decoder): name -> first name."""
     seen, aliases = {}, {}
@@ -231,11 +239,8 @@ class PretrainedMixin:
                              f"{config.num_hidden_layers}: loading would silently drop layers "
                              f"{config.num_hidden_layers} to {max(layers)}. Fix num_hidden_layers in {config_file}, "
                              "or keep the layers you want explicitly (as notebook 11's distillation does)")
-        broken = not_finite(state)
-        if broken:
-            raise ValueError(f"{weights} holds values that are not finite numbers (NaN or inf) in "
-                             f"{', '.join(broken[:3])}{' ...' if len(broken) > 3 else ''}: the file is damaged, or the "
-                             "training that wrote it had diverged; load another checkpoint")
+        refuse_not_finite(state, weights, "the file is damaged, or the training that wrote it had diverged; load "
+                                          "another checkpoint")
         model.load_state_dict({k: v for k, v in state.items() if k in expected}, strict=False)
         model.tie_weights()
         if missing:

@@ -77,7 +77,16 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-_VERIFIED: dict[tuple[str, int, int], str] = {}  # (path, size, mtime) -> sha256, for this process
+_HASHED: dict[tuple[str, int, int], str] = {}  # (path, size, mtime) -> sha256, for this process
+
+
+def _sha256_once(file: Path) -> str:
+    """``file_sha256``, computed again only when the file's size or time has changed since."""
+    stat = file.stat()
+    key = (str(file.resolve()), stat.st_size, stat.st_mtime_ns)
+    if key not in _HASHED:
+        _HASHED[key] = file_sha256(file)
+    return _HASHED[key]
 
 
 def verify(name: str, files: dict[str, Path]) -> None:
@@ -85,14 +94,8 @@ def verify(name: str, files: dict[str, Path]) -> None:
     before they are read, once per process while a file's size and time stay the same: a file cut off by a
     full disk or edited by hand is refused with the command that fetches it again, not trained on."""
     pinned = DATASETS[name]["files"]
-    for filename, file in files.items():
-        if not pinned.get(filename):
-            continue  # an online extra: checked when it was downloaded
-        stat = file.stat()
-        key = (str(file.resolve()), stat.st_size, stat.st_mtime_ns)
-        if key not in _VERIFIED:
-            _VERIFIED[key] = file_sha256(file)
-        if _VERIFIED[key] != pinned[filename]:
+    for filename, file in files.items():  # an online extra has no pin here: it was checked when downloaded
+        if pinned.get(filename) and _sha256_once(file) != pinned[filename]:
             raise ChecksumError(f"{file} is damaged: its sha256 is not the one the registry pins for {name}/{filename} "
                                 f"(cut off by a full disk, or edited). Fetch it again: python -m minibert.data fetch {name}")
 
@@ -104,7 +107,7 @@ def damaged(name: str, folder: Path, sums: dict[str, str] | None = None) -> list
     spec, sums = DATASETS[name], sums or {}
     expected = {f: spec["files"].get(f) or sums.get(f"{name}/{f}") for f in spec["files"]}
     return [f for f, digest in expected.items() if digest and (folder / f).is_file()
-            and file_sha256(folder / f) != digest]
+            and _sha256_once(folder / f) != digest]
 
 
 def _todo(name: str, folder: Path, files: list[str], force: bool, sums: dict[str, str] | None = None) -> list[str]:

@@ -168,14 +168,15 @@ def finetune(settings: FinetuneSettings) -> dict:
                          "folder")
     if (out / "config.json").is_file() and not (out / "results.json").is_file():
         raise ValueError(f"--out {out} holds a model that `minibert finetune` did not write there; name a new folder")
-    if not s.resume and find_checkpoints(out / "checkpoints"):
+    has_checkpoints = bool(find_checkpoints(out / "checkpoints"))  # a run of this folder got that far
+    if not s.resume and has_checkpoints:
         raise ValueError(f"{out} already holds a fine-tuning run: --resume goes on with it, or choose another --out")
     device = pick_device(s.device)
     preset, h = hyperparameters(s, device.type)
     defining = {"task": task.name, "model": s.model, "tokenizer": s.tokenizer, "seed": s.seed, "split": s.split,
                 "max_length": h.max_length, "train_examples": h.train_examples}
     record = out / "checkpoints" / "run.json"  # written when the run starts: an interrupted run is checked too
-    if s.resume and find_checkpoints(out / "checkpoints"):
+    if s.resume and has_checkpoints:
         refuse_changes(record, "settings", defining, tuple(defining), out)
     torch.manual_seed(s.seed)  # the new layer's initial weights: from the seed, not from the generator's state
     model = task.new_model(s.model)
@@ -199,7 +200,7 @@ def finetune(settings: FinetuneSettings) -> dict:
     # Held-out data goes to the Trainer only for evaluations during training; the final score is the task's own.
     trainer = Trainer(model, config, task_inputs.train, task_inputs.eval if s.eval_every else None,
                       collate_fn=task_inputs.collate, metrics_fn=task_inputs.metrics)
-    if trainer.is_main and not find_checkpoints(out / "checkpoints"):
+    if trainer.is_main and not has_checkpoints:
         claim(out, "minibert finetune")
         write_json(record, {"command": command_line(s), "settings": defining})
     started = time.perf_counter()

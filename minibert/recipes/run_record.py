@@ -24,9 +24,7 @@ def write_json(path: Path, record: dict) -> None:
 def refuse_changes(record_file: Path, key: str, now: dict, defining: tuple[str, ...], out: Path) -> None:
     """Raise if ``now`` (the settings of this call) differs from ``record_file[key]`` (the run's) in a
     ``defining`` setting; a record that is missing says nothing (a run from before records, or none yet)."""
-    if not record_file.is_file():
-        return
-    recorded = read_json(record_file, "run's recorded settings").get(key, {})
+    recorded = _recorded(record_file, key)
     now = json.loads(json.dumps(now, default=str))  # as the record holds them: lists, strings
     changed = [f"--{name.replace('_', '-')} {now.get(name)!r} (the run: {recorded[name]!r})"
                for name in defining if name in recorded and recorded[name] != now.get(name)]
@@ -43,7 +41,10 @@ PER_CALL = ("out", "resume", "time_budget", "device", "precision", "compile")
 def with_recorded(given: dict, record_file: Path, key: str, names: set[str]) -> dict:
     """``given`` (the flags of a --resume command line) completed from the run's record: `minibert pretrain
     --out RUN --resume` goes on with the settings the run was started with, not the defaults."""
-    if not record_file.is_file():
-        return given
-    recorded = read_json(record_file, "run's recorded settings").get(key, {})
+    recorded = _recorded(record_file, key)
     return {**{k: v for k, v in recorded.items() if k in names and k not in PER_CALL and k not in given}, **given}
+
+
+def _recorded(record_file: Path, key: str) -> dict:
+    """``record_file[key]``: the settings a run recorded; none where it has no record."""
+    return read_json(record_file, "run's recorded settings").get(key, {}) if record_file.is_file() else {}

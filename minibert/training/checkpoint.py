@@ -25,7 +25,7 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from ..config import read_json
-from ..hub import not_finite, tied_aliases
+from ..hub import refuse_not_finite, tied_aliases
 from .config import RESUME_SAFE_FIELDS
 from .history import History
 
@@ -150,11 +150,7 @@ def load_checkpoint(path: str | os.PathLike, model: nn.Module, optimizer: torch.
     tensors = load_file(path / "trainer_state.safetensors")
     weights = load_file(path / "model.safetensors")
     for file, stored in (("model.safetensors", weights), ("trainer_state.safetensors", tensors)):
-        broken = not_finite(stored)
-        if broken:
-            raise ValueError(f"{path / file} holds values that are not finite numbers (NaN or inf) in "
-                             f"{', '.join(broken[:3])}{' ...' if len(broken) > 3 else ''}: the run had diverged "
-                             "when it was saved")
+        refuse_not_finite(stored, path / file, "the run had diverged when it was saved")
     missing, unexpected = model.load_state_dict(weights, strict=False)
     missing = set(missing) - set(tied_aliases(model))  # the tied MLM decoder is stored once
     if missing or unexpected:
