@@ -234,7 +234,8 @@ def bidirectionality_parser() -> argparse.ArgumentParser:
     add("--preset", choices=list(PRESETS), help=f"model size (default {BidirectionalitySetup.preset})")
     add("--probe-sentences", type=int, help="UD EWT sentences per probe split (default: all)")
     add("--sst2-train-sentences", type=int,
-        help=f"SST-2 training sentences of the sentiment probe (default {BidirectionalitySetup.sst2_train_sentences})")
+        help=f"SST-2 training sentences of the sentiment probe (default {BidirectionalitySetup.sst2_train_sentences}; "
+             "0: no sentiment probe, and no need of the datasets package)")
     add("--curve-points", type=int, help="also measure every run at this many checkpoints along its training, for "
                                          "curves (default 0: at the end only)")
     _add_grid_flags(p, BidirectionalitySetup)

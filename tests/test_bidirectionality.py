@@ -2,6 +2,7 @@
 next-token labels, the no-mask objective, the Figure 3 masks, and a small grid end to end."""
 import json
 import os
+import sys
 
 import pytest
 import torch
@@ -9,7 +10,7 @@ import torch
 import minibert
 from minibert import BertConfig, BertForMaskedLM
 from minibert.experiments.bidirectionality import (Bidirectionality, BidirectionalitySetup, NextTokenData,
-                                                   bidirectionality_grid, next_token_labels, summary)
+                                                   bidirectionality_grid, next_token_labels, summary, table)
 from minibert.pretraining import MLMMasking
 from minibert.viz.diagrams import HIDDEN, ITSELF, SEEN, figure3_masks
 
@@ -91,3 +92,18 @@ def test_a_small_grid_runs_and_measures_every_objective(tmp_path):
     assert set(summary(runs)) == {"mlm", "ltr", "no-mask"}
     again = Bidirectionality(setup, path).run(bidirectionality_grid(seeds=(0,)), progress=False)
     assert again == runs  # read back, not run again
+
+
+@pytest.mark.skipif(not os.environ.get("MINIBERT_DATA_MIRROR") and not os.environ.get("CI"),
+                    reason="needs the data mirror (MINIBERT_DATA_MIRROR)")
+def test_no_sentiment_probe_needs_no_sst2_and_no_datasets(tmp_path, monkeypatch):
+    """--sst2-train-sentences 0: a machine without the `datasets` package (a bare GPU box) still runs the grid."""
+    monkeypatch.setitem(sys.modules, "datasets", None)  # importing it now fails
+    torch.set_num_threads(1)
+    setup = BidirectionalitySetup(vocab_size=800, steps=2, eval_examples=16, max_seq_len=32, batch_size=8,
+                                  probe_sentences=20, sst2_train_sentences=0)
+    grid = Bidirectionality(setup, tmp_path / "bidirectionality.json")
+    runs = grid.run(bidirectionality_grid(objectives=("mlm",), seeds=(0,)), progress=False)
+    assert "sst2_accuracy" not in runs[0] and 0 <= runs[0]["pos_accuracy"] <= 1
+    assert not {"untrained_sst2_accuracy", "majority_sst2_accuracy"} & set(grid.references)
+    assert "SST-2" in table(runs) and "%" in table(runs).splitlines()[1]

@@ -60,13 +60,16 @@ class BidirectionalitySetup(AblationSetup):
     """The masking grid's setup (one encoder size, notebook 04's recipe, the POS probe's data), plus
     the sentence probe's data; a sentence is cut at the encoder's last position, for every objective
     alike."""
-    sst2_train_sentences: int = 4000        # drawn (seeded) from SST-2 train; scored on all 872 of dev
+    sst2_train_sentences: int = 4000        # drawn (seeded) from SST-2 train; scored on all 872 of dev (0: no probe)
     curve_points: int = 0                   # also measure at this many checkpoints along training (0: at the end)
 
     def __post_init__(self):
         super().__post_init__()
         if not isinstance(self.curve_points, int) or not 0 <= self.curve_points <= self.steps:
             raise ValueError(f"curve_points must be an integer from 0 to steps ({self.steps}), got {self.curve_points!r}")
+        if not isinstance(self.sst2_train_sentences, int) or self.sst2_train_sentences < 0:
+            raise ValueError(f"sst2_train_sentences must be an integer >= 0 (0: no sentiment probe), "
+                             f"got {self.sst2_train_sentences!r}")
 
 
 @dataclass(frozen=True)
@@ -119,9 +122,11 @@ class Bidirectionality(PretrainingGrid):
         self.probe_train, self.probe_test = ([[(w.form, w.upos) for w in sentence.words] for sentence in
                                               load_ud_english_ewt(split)[:s.probe_sentences]]
                                              for split in ("dev", "test"))
-        train = list(zip(*(load_sst2("train")[k] for k in ("sentence", "label"))))
-        self.sst2_train = random.Random(0).sample(train, min(s.sst2_train_sentences, len(train)))
-        self.sst2_dev = list(zip(*(load_sst2("dev")[k] for k in ("sentence", "label"))))
+        self.sst2_train = self.sst2_dev = None  # 0 sentences: no sentiment probe (and no need of `datasets`)
+        if s.sst2_train_sentences:
+            train = list(zip(*(load_sst2("train")[k] for k in ("sentence", "label"))))
+            self.sst2_train = random.Random(0).sample(train, min(s.sst2_train_sentences, len(train)))
+            self.sst2_dev = list(zip(*(load_sst2("dev")[k] for k in ("sentence", "label"))))
         super().__post_init__()
         originals = [{"input_ids": [i if y == IGNORE_INDEX else y for i, y in zip(e["input_ids"], e["labels"])]}
                      for e in self.eval_data.examples]  # the held-out text with its blanks filled back in
@@ -141,13 +146,18 @@ class Bidirectionality(PretrainingGrid):
         untrained = self.model("mlm", 0)
         tagging = tagging_probe(untrained, self.tokenizer, self.probe_train, self.probe_test)
         hidden = tagging_probe(untrained, self.tokenizer, self.probe_train, self.probe_test, hide_words=True)
-        sentiment = sentence_probe(untrained, self.tokenizer, self.sst2_train, self.sst2_dev)
+        sentiment = self.sentiment(untrained)
         return {"unigram_loss": self.unigram_loss(), "untrained_pos_accuracy": tagging["accuracy"],
                 "word_identity_pos_accuracy": tagging["majority_accuracy"],
                 "untrained_hidden_pos_accuracy": hidden["accuracy"],
                 "left_neighbour_pos_accuracy": hidden["left_neighbour_accuracy"],
                 "neighbours_pos_accuracy": hidden["neighbours_accuracy"],
-                "untrained_sst2_accuracy": sentiment["accuracy"], "majority_sst2_accuracy": sentiment["majority_accuracy"]}
+                **({"untrained_sst2_accuracy": sentiment["accuracy"],
+                    "majority_sst2_accuracy": sentiment["majority_accuracy"]} if sentiment else {})}
+
+    def sentiment(self, model) -> dict | None:
+        """The SST-2 probe's result, or None where the setup asks for none."""
+        return sentence_probe(model, self.tokenizer, self.sst2_train, self.sst2_dev) if self.sst2_train else None
 
     def measure(self, model) -> dict[str, float]:
         """What a model knows at one point of its training: the held-out losses of both objectives, and
@@ -186,12 +196,13 @@ class Bidirectionality(PretrainingGrid):
             started = time.perf_counter()
             history = trainer.fit()
             seconds = time.perf_counter() - started
-            curve = [{"step": int(checkpoint.name[5:]), **self.measure(BertForMaskedLM.from_pretrained(checkpoint))}
+            load = lambda checkpoint: BertForMaskedLM.from_pretrained(checkpoint).to(trainer.device)  # measured where trained
+            curve = [{"step": int(checkpoint.name[5:]), **self.measure(load(checkpoint))}
                      for checkpoint in find_checkpoints(folder)[:-1]] if s.curve_points else []
-        sentiment = sentence_probe(model, self.tokenizer, self.sst2_train, self.sst2_dev)
+        sentiment = self.sentiment(model)
         final = {"step": s.steps, **self.measure(model)}
         return {"key": run.key, "objective": run.objective, "seed": run.seed, "train_loss": history.last("loss"),
-                **{k: v for k, v in final.items() if k != "step"}, "sst2_accuracy": sentiment["accuracy"],
+                **{k: v for k, v in final.items() if k != "step"}, **({"sst2_accuracy": sentiment["accuracy"]} if sentiment else {}),
                 **({"curve": curve + [final]} if s.curve_points else {}),
                 "train_seconds": round(seconds, 1), "device": str(trainer.device)}
 
@@ -218,8 +229,9 @@ def table(runs: list[dict]) -> str:
             f"{'hidden POS':>10s} {'SST-2 probe':>11s}"]
     for objective, m in summary(runs).items():
         hidden = f"{m['hidden_pos_accuracy'][0]:10.1%}" if "hidden_pos_accuracy" in m else f"{'':10s}"
+        sst2 = f"{m['sst2_accuracy'][0]:11.1%}" if "sst2_accuracy" in m else f"{'':11s}"
         rows.append(f"{objective:9s} {m['train_loss'][0]:11.3f} {m['fill_in_the_blank_loss'][0]:11.3f} "
-                    f"{m['next_token_loss'][0]:11.3f} {m['pos_accuracy'][0]:10.1%} {hidden} {m['sst2_accuracy'][0]:11.1%}")
+                    f"{m['next_token_loss'][0]:11.3f} {m['pos_accuracy'][0]:10.1%} {hidden} {sst2}")
     return "\n".join(rows)
 
 
