@@ -5,6 +5,15 @@ package never pulls in what it does not use: the course tools (``minibert.course
 and the model never imports the notebook tooling (nbgrader, nbconvert, bertviz, matplotlib).
 """
 import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # what editors and type checkers read; at run time the names load lazily below
+    from .config import PRESETS, BertConfig
+    from .heads import (BertForMaskedLM, BertForPreTraining, BertForQuestionAnswering, BertForSequenceClassification,
+                        BertForTokenClassification)
+    from .model import BertModel
+    from .tokenizer import BertTokenizer
+    from .training import History, TrainConfig, Trainer
 
 _LAZY = {  # public name -> the module that defines it
     "PRESETS": "minibert.config",

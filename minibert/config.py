@@ -70,6 +70,9 @@ class BertConfig:
     # A left-to-right model (OpenAI GPT's attention, BERT's Figure 3): each position attends to itself and
     # the positions before it only. The Hugging Face name, so transformers' BertLMHeadModel reads it alike.
     is_decoder: bool = False
+    # A task head's class names by output index, {0: "negative", 1: "positive"}: stored with label2id in
+    # config.json, so transformers' pipelines (and minibert's) say POSITIVE rather than LABEL_1.
+    id2label: dict[int, str] | None = None
 
     def __post_init__(self):
         self.validate()
@@ -129,6 +132,7 @@ class BertConfig:
         if isinstance(self.pad_token_id, bool) or not isinstance(self.pad_token_id, int) or \
                 not 0 <= self.pad_token_id < self.vocab_size:
             raise ValueError(f"pad_token_id {self.pad_token_id!r} is outside the vocabulary (size {self.vocab_size})")
+        self.check_labels()
         weights = self.approximate_parameters()
         if weights > MAX_PARAMETERS:
             raise ValueError(f"this config describes about {weights / 1e9:,.0f} billion parameters ({weights * 4 / 2**30:,.0f} "
@@ -138,7 +142,7 @@ class BertConfig:
 
     def approximate_parameters(self) -> int:
         """The parameter count, from the sizes alone (the embeddings and every layer's weight matrices)."""
-        E, H, I = self.embedding_dim, self.hidden_size, self.intermediate_size
+        E, H, I = self.embedding_dim, self.hidden_size, self.intermediate_size  # noqa: E741 (the paper's letters)
         layers = 1 if self.share_layers else self.num_hidden_layers
         embeddings = (self.vocab_size + self.max_position_embeddings + self.type_vocab_size) * E + E * H
         return embeddings + layers * (4 * H * H + 2 * H * I)
@@ -155,7 +159,24 @@ class BertConfig:
                      intermediate_size=4 * hidden, **(ALBERT_SIZES if key in ALBERT_PRESETS else {}))
         return cls(**{**sizes, **overrides})
 
+    def check_labels(self) -> None:
+        if self.id2label is None:
+            return
+        if not isinstance(self.id2label, dict) or not all(isinstance(v, str) and v for v in self.id2label.values()):
+            raise ValueError(f"BertConfig.id2label must map output indices to class names, got {self.id2label!r}")
+        try:
+            self.id2label = {int(i): name for i, name in self.id2label.items()}  # JSON's keys are strings
+        except (TypeError, ValueError):
+            raise ValueError(f"BertConfig.id2label's keys must be output indices 0, 1, ..., got {list(self.id2label)}") \
+                from None
+        if sorted(self.id2label) != list(range(self.num_labels)) or len(set(self.id2label.values())) < self.num_labels:
+            raise ValueError(f"BertConfig.id2label must name each of the num_labels={self.num_labels} outputs 0.."
+                             f"{self.num_labels - 1} once, with different names; got {self.id2label}")
+
     def replace(self, **changes) -> "BertConfig":
+        """A copy with ``changes``; a new ``num_labels`` without new names drops the old head's names."""
+        if "num_labels" in changes and "id2label" not in changes and changes["num_labels"] != self.num_labels:
+            changes["id2label"] = None
         return replace(self, **changes)
 
     # --- the Hugging Face config.json -------------------------------------------------------
@@ -170,6 +191,10 @@ class BertConfig:
                 del data[name]
         if self.pruned_heads:
             data["pruned_heads"] = {str(layer): heads for layer, heads in self.pruned_heads.items()}
+        del data["id2label"]
+        if self.id2label:  # transformers' two fields, written as it writes them
+            data["id2label"] = {str(i): name for i, name in sorted(self.id2label.items())}
+            data["label2id"] = {name: i for i, name in sorted(self.id2label.items())}
         extras = [name for name in MINIBERT_FIELDS if name in data]
         return {"model_type": MINIBERT_ONLY if extras else "bert", "architectures": ["BertModel"], **data}
 
@@ -178,7 +203,7 @@ class BertConfig:
         """Keep the fields minibert knows; a Hub config carries many more (id2label, torch_dtype...)."""
         known = {f.name for f in fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in known}
-        if "id2label" in data and "num_labels" not in data:
+        if isinstance(data.get("id2label"), dict) and "num_labels" not in data:
             kwargs["num_labels"] = len(data["id2label"])
         if data.get("model_type", "bert") not in ("bert", MINIBERT_ONLY):
             raise ValueError(f"config has model_type {data['model_type']!r}; minibert reads BERT checkpoints only")

@@ -9,6 +9,8 @@ given labels; label -100 marks positions that do not count.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -112,7 +114,8 @@ def masked_lm(head: BertLMPredictionHead, sequence: Tensor, labels: Tensor | Non
 def tie_decoder(model: BertPreTrainedModel, head: BertLMPredictionHead) -> None:
     """The MLM decoder reuses the input embedding matrix (Press & Wolf 2017, as in BERT's code): one
     V × E table both reads tokens in and scores them out, and is counted and stored once."""
-    head.decoder.weight = model.bert.embeddings.word_embeddings.weight
+    bert: Any = model.bert  # nn.Module's attribute lookup types it Tensor | Module
+    head.decoder.weight = bert.embeddings.word_embeddings.weight
 
 
 class BertForPreTraining(BertPreTrainedModel):

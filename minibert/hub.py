@@ -15,6 +15,7 @@ import os
 import re
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 from safetensors import SafetensorError, safe_open
@@ -88,8 +89,12 @@ class _HubCache:
 
     def __call__(self, filename: str) -> Path | None:
         from huggingface_hub import hf_hub_download
-        from huggingface_hub.errors import (EntryNotFoundError, HFValidationError, LocalEntryNotFoundError,
-                                            RepositoryNotFoundError)
+        from huggingface_hub.errors import (
+            EntryNotFoundError,
+            HFValidationError,
+            LocalEntryNotFoundError,
+            RepositoryNotFoundError,
+        )
         try:
             return Path(hf_hub_download(self.model_id, filename, local_files_only=self.cache_only))
         except LocalEntryNotFoundError:  # not in the cache, and the Hub out of reach or not to be asked
@@ -189,7 +194,8 @@ def refuse_not_finite(tensors: dict[str, torch.Tensor], source: Path, why: str) 
 
 def tied_aliases(model: torch.nn.Module) -> dict[str, str]:
     """Names that are a second name of a tensor already listed (the tied MLM decoder): name -> first name."""
-    seen, aliases = {}, {}
+    seen: dict[int, str] = {}
+    aliases: dict[str, str] = {}
     for name, tensor in model.state_dict(keep_vars=True).items():
         if tensor.data_ptr() in seen:
             aliases[name] = seen[tensor.data_ptr()]
@@ -198,8 +204,17 @@ def tied_aliases(model: torch.nn.Module) -> dict[str, str]:
     return aliases
 
 
-class PretrainedMixin:
+if TYPE_CHECKING:  # the mixin is only ever mixed into an nn.Module: say so to the type checker
+    from torch import nn
+    _Module = nn.Module
+else:
+    _Module = object
+
+
+class PretrainedMixin(_Module):
     """``from_pretrained`` / ``save_pretrained`` for BertModel and the task models."""
+
+    config: BertConfig
 
     @classmethod
     def from_pretrained(cls, name_or_path: str | os.PathLike, config: BertConfig | None = None,
@@ -213,7 +228,7 @@ class PretrainedMixin:
         stored = read_json(config_file, "config")
         saved_together(config_file, stored, weights)
         config = (config or BertConfig.from_dict(stored)).replace(**config_overrides)
-        model = cls(config)
+        model: Any = cls(config)  # a BertPreTrainedModel subclass
         has_prefix = hasattr(model, "bert")
         state = normalize_keys(load_state_dict(weights), has_prefix)
         if "cls.predictions.decoder.bias" in state:  # transformers' second name for cls.predictions.bias

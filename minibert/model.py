@@ -78,7 +78,7 @@ class BertEncoder(nn.Module):
         distinct = 1 if config.share_layers else config.num_hidden_layers
         self.layer = nn.ModuleList(BertLayer(config) for _ in range(distinct))
         for index, heads in config.pruned_heads.items():
-            self.layer[index].attention.prune_heads(heads)
+            self.layers[index].attention.prune_heads(heads)
         # Pre-LN leaves the stream unnormalised; one LayerNorm after the last layer closes it.
         self.final_layer_norm = (nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
                                  if config.pre_layer_norm else None)
@@ -86,24 +86,23 @@ class BertEncoder(nn.Module):
     @property
     def layers(self) -> list[BertLayer]:
         """The layers in the order they run: L of them, the same module L times when shared."""
-        return list(self.layer) * self.config.num_hidden_layers if self.config.share_layers else list(self.layer)
+        layers: list[BertLayer] = list(self.layer)  # type: ignore[arg-type]  # ModuleList does not say what it holds
+        return layers * self.config.num_hidden_layers if self.config.share_layers else layers
 
     def forward(self, hidden: Tensor, mask: Tensor | None = None, output_attentions: bool = False,
                 output_hidden_states: bool = False) -> BaseModelOutput:
         if self.embedding_hidden_mapping_in is not None:
             hidden = self.embedding_hidden_mapping_in(hidden)  # (B, T, E) -> (B, T, H)
-        all_hidden = [hidden] if output_hidden_states else None
-        all_attentions = [] if output_attentions else None
+        all_hidden: list[Tensor] = [hidden]
+        all_attentions: list[Tensor] = []
         for layer in self.layers:
             hidden, probs = layer(hidden, mask, output_attentions)
-            if output_hidden_states:
-                all_hidden.append(hidden)
+            all_hidden.append(hidden)
             if output_attentions:
                 all_attentions.append(probs)
         if self.final_layer_norm is not None:
             hidden = self.final_layer_norm(hidden)
-            if output_hidden_states:
-                all_hidden[-1] = hidden
+            all_hidden[-1] = hidden
         return BaseModelOutput(
             last_hidden_state=hidden,
             hidden_states=tuple(all_hidden) if output_hidden_states else None,
@@ -190,7 +189,7 @@ class BertModel(BertPreTrainedModel):
                   for layer, heads in {**self.config.pruned_heads, **heads_by_layer}.items()}
         self.config.pruned_heads = self.config.replace(pruned_heads=merged).pruned_heads  # validated
         for layer, heads in heads_by_layer.items():
-            self.encoder.layer[int(layer)].attention.prune_heads(heads)
+            self.encoder.layers[int(layer)].attention.prune_heads(heads)
 
 
 def check_inputs(config: BertConfig, input_ids: Tensor, attention_mask: Tensor | None = None,

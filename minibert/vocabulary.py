@@ -19,7 +19,7 @@ SPECIAL_TOKENS = [PAD, UNK, CLS, SEP, MASK]  # in this order a trained vocabular
 def read_vocab_txt(path: str | os.PathLike) -> dict[str, int]:
     """A vocab.txt as {token: id}: one token a line, its id the line's number. A repeated line is refused:
     kept, it would leave a gap in the ids and renumber every token after it when the file is saved again."""
-    vocab = {}
+    vocab: dict[str, int] = {}
     for i, token in enumerate(Path(path).read_text(encoding="utf-8").splitlines()):
         if vocab.setdefault(token, i) != i:
             raise ValueError(f"{path}, line {i + 1} repeats {token!r} (line {vocab[token] + 1}): a vocab.txt gives "
@@ -56,7 +56,8 @@ def learn_vocabulary(learner: Tokenizer, texts: list[str], vocab_size: int, min_
     # ## characters in hash-map order, which breaks ties between equally frequent merges, so each
     # run learns a slightly different vocabulary (huggingface/tokenizers#1794). Listing them as
     # special tokens is the one way to number them first; BertTokenizer(vocab) drops that flag.
-    counts, inside = Counter(), set()
+    counts: Counter[str] = Counter()
+    inside: set[str] = set()
     split, normalize = learner.pre_tokenizer.pre_tokenize_str, learner.normalizer.normalize_str
     for text in texts:
         words = [word for word, _ in split(normalize(text))]

@@ -2,7 +2,6 @@
 import contextlib
 
 import pytest
-
 from offline import minilm_tokenizer
 
 

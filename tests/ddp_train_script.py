@@ -9,7 +9,7 @@ from safetensors.torch import save_file
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_train import classification_data, tiny_model  # noqa: E402
 
-from minibert.training import Trainer, TrainConfig  # noqa: E402
+from minibert.training import TrainConfig, Trainer  # noqa: E402
 
 out = Path(sys.argv[1])
 torch.manual_seed(1)  # not even needed: DDP starts every process from process 0's weights

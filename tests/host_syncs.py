@@ -61,7 +61,7 @@ def watch_steps_after_the_first(monkeypatch, watch):
     forward and backward (`Trainer._accumulate_gradients`) and the update (`Trainer._optimizer_step`).
     The first is a warm-up (lazy initialisation, the optimizer's state); logging is outside a step."""
     for name in ("_accumulate_gradients", "_optimizer_step"):
-        def watched(self, *args, _original=getattr(Trainer, name)):
+        def watched(self, *args, _original=getattr(Trainer, name)):  # noqa: B008 (bound now, on purpose)
             if self.step == 0:
                 return _original(self, *args)
             with watch():

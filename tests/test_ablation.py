@@ -6,10 +6,26 @@ import pytest
 import torch
 
 from minibert import BertConfig, BertForMaskedLM, BertForPreTraining, BertModel
-from minibert.experiments.masking import (PAPER_TABLE8, STRATEGIES, AblationSetup, MaskingAblation, Run, difference_and_error,
-                               load_results, masking_grid, summarize, table)
-from minibert.analysis.probing import (LinearProbe, hidden_word_features, majority_accuracy, neighbour_accuracy,
-                                       tagging_probe, word_features)
+from minibert.analysis.probing import (
+    LinearProbe,
+    hidden_word_features,
+    majority_accuracy,
+    neighbour_accuracy,
+    tagging_probe,
+    word_features,
+)
+from minibert.experiments.masking import (
+    PAPER_TABLE8,
+    STRATEGIES,
+    AblationSetup,
+    MaskingAblation,
+    Run,
+    difference_and_error,
+    load_results,
+    masking_grid,
+    summarize,
+    table,
+)
 from minibert.pretraining import pretraining_metrics
 
 

@@ -8,15 +8,26 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from offline import MINILM
 from torch import nn
 
 from minibert import BertConfig, BertModel, data
-from minibert.analysis import (coreference_accuracy, dependency_accuracy, load_gap, load_ud_english_ewt,
-                               offset_accuracy, parse_conllu, piece_words, predict_heads, random_like,
-                               read_conllu, read_gap, word_attention)
+from minibert.analysis import (
+    coreference_accuracy,
+    dependency_accuracy,
+    load_gap,
+    load_ud_english_ewt,
+    offset_accuracy,
+    parse_conllu,
+    piece_words,
+    predict_heads,
+    random_like,
+    read_conllu,
+    read_gap,
+    word_attention,
+)
 from minibert.analysis.coreference import head_word_span
 from minibert.analysis.gap import GapExample
-from offline import MINILM
 
 
 @pytest.fixture(scope="session")

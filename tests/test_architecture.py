@@ -103,7 +103,7 @@ def test_the_package_has_its_public_names_and_version():
         assert getattr(minibert, name) is not None
     assert minibert.BertModel.__module__ == "minibert.model"
     with pytest.raises(AttributeError):
-        minibert.NoSuchThing
+        minibert.NoSuchThing  # noqa: B018
 
 
 def test_no_import_cycles():

@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 import torch
 from IPython.display import HTML
+from offline import MINILM
 from PIL import Image
 
 from minibert import BertConfig, BertModel, BertTokenizer
-from minibert.viz.bertviz import QueriesAndKeys, head_view, inline_libraries, model_view, neuron_view
 from minibert.viz import attention_for
-from offline import MINILM
+from minibert.viz.bertviz import QueriesAndKeys, head_view, inline_libraries, model_view, neuron_view
 
 SENTENCE = "The cat sat on the mat because it was tired."
 WINDOW = (1100, 900)

@@ -220,9 +220,9 @@ def test_dynamic_quantisation_shrinks_linear_weights_and_keeps_the_predictions()
 # --- the same-budget comparison and the small Table 6 ---------------------------------------------
 
 def test_comparison_grid_trains_each_variant_as_its_paper_does(tmp_path):
-    from minibert.experiments.grid import GridSetup
-    from minibert.experiments.beyond_bert import ModelComparison, Run, comparison_grid, parse_size, table6
     from minibert.cli import main
+    from minibert.experiments.beyond_bert import ModelComparison, Run, comparison_grid, parse_size, table6
+    from minibert.experiments.grid import GridSetup
 
     grid = comparison_grid(sizes=[(1, 32, 2), (2, 32, 2)], seeds=(0,))
     assert [r.key for r in grid] == ["BERT-L1-H32-A2-seed0", "BERT-L2-H32-A2-seed0", "RoBERTa-L1-H32-A2-seed0",

@@ -7,10 +7,16 @@ import sys
 import pytest
 import torch
 
-import minibert
 from minibert import BertConfig, BertForMaskedLM
-from minibert.experiments.bidirectionality import (Bidirectionality, BidirectionalitySetup, NextTokenData,
-                                                   bidirectionality_grid, next_token_labels, summary, table)
+from minibert.experiments.bidirectionality import (
+    Bidirectionality,
+    BidirectionalitySetup,
+    NextTokenData,
+    bidirectionality_grid,
+    next_token_labels,
+    summary,
+    table,
+)
 from minibert.pretraining import MLMMasking
 from minibert.viz.diagrams import HIDDEN, ITSELF, SEEN, figure3_masks
 

@@ -3,12 +3,11 @@ transformers wrote it, and models without pre-training heads (or names that are 
 import pytest
 import torch
 import transformers
+from offline import one_torch_thread
 
 import minibert
-from minibert.recipes import PretrainSettings
-from minibert.recipes import course_models
+from minibert.recipes import PretrainSettings, course_models
 from minibert.recipes.course_models import load_or_pretrain
-from offline import one_torch_thread
 
 TINY = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
 

@@ -17,10 +17,21 @@ import torch  # noqa: E402
 
 from minibert import BertConfig  # noqa: E402
 from minibert.model import BertLayer  # noqa: E402
-from minibert.viz.architecture_diagrams import (count, multihead_stages, plot_encoder_block,  # noqa: E402
-                                                plot_multihead_split, plot_pretraining_heads)
-from minibert.viz.diagrams import (displayed_size_in, drawn_texts, overlapping_texts, plot_figure3,  # noqa: E402
-                                   plot_figure4, smallest_font_pt)
+from minibert.viz.architecture_diagrams import (  # noqa: E402
+    count,
+    multihead_stages,
+    plot_encoder_block,
+    plot_multihead_split,
+    plot_pretraining_heads,
+)
+from minibert.viz.diagrams import (  # noqa: E402
+    displayed_size_in,
+    drawn_texts,
+    overlapping_texts,
+    plot_figure3,
+    plot_figure4,
+    smallest_font_pt,
+)
 
 PRESETS = ["bert-tiny", "bert-base"]
 DIAGRAMS = {

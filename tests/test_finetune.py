@@ -6,16 +6,15 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from offline import MINILM as MODEL
+from offline import module_fixtures
 
 from minibert import BertConfig, BertForSequenceClassification, BertForTokenClassification, BertModel
+from minibert.analysis.probing import LinearProbe, WeightedLayerSum, tagging_probe, word_features
 from minibert.cli import evaluate_parser, finetune_parser, main
 from minibert.recipes.finetune import PRESETS, FinetuneSettings, hyperparameters
-from minibert.analysis.probing import LinearProbe, WeightedLayerSum, tagging_probe, word_features
 from minibert.tasks import sst2, tagging
 from minibert.training import batches_by_length, pad
-from offline import MINILM as MODEL, module_fixtures
-
-
 
 one_thread, data_home = module_fixtures("sst2/train.tsv")
 
@@ -182,7 +181,7 @@ def test_tagging_probe_can_weigh_the_layers_it_reads(tokenizer):
 # --- presets and flags ------------------------------------------------------------------------------------
 
 def test_the_paper_preset_is_the_papers_recommendation():
-    for task, s in PRESETS["paper"].items():
+    for s in PRESETS["paper"].values():
         assert 2e-5 <= s.lr <= 5e-5 and s.batch_size in (16, 32) and 2 <= s.epochs <= 4 and s.warmup_ratio == 0.1
         assert s.max_steps is None and s.time_budget_s is None
     assert PRESETS["paper"]["squad"].max_length == 384

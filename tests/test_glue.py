@@ -7,11 +7,11 @@ import json
 
 import pytest
 import torch
+from offline import fresh_data_dir, one_torch_thread
 
 from minibert import BertConfig, BertForSequenceClassification
 from minibert.cli import main
 from minibert.experiments.glue import PAPER, SPLITS, GlueSettings, experiment
-from offline import fresh_data_dir, one_torch_thread
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -20,12 +20,17 @@ from functools import partial  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
+from host_syncs import (  # noqa: E402
+    cuda_sync_errors,
+    fuse_the_optimizer,
+    record_device_work_of_steps,
+    sentence_pairs,
+    watch_steps_after_the_first,
+)
 from torch.utils.data import default_collate  # noqa: E402
 
 import minibert  # noqa: E402
 import minibert.training.trainer  # noqa: E402
-from host_syncs import (cuda_sync_errors, fuse_the_optimizer, record_device_work_of_steps,  # noqa: E402
-                        sentence_pairs, watch_steps_after_the_first)
 from minibert import BertConfig, BertForPreTraining, BertForSequenceClassification, cli, data  # noqa: E402
 from minibert.pretraining import build_pretraining_data  # noqa: E402
 from minibert.tokenizer import BertTokenizer  # noqa: E402
@@ -129,9 +134,9 @@ def test_models_on_the_gpu_equal_the_cpu_and_transformers(kind, tmp_path, full_f
         there = getattr(ours_there, name)
         assert there.device.type == DEVICE
         torch.testing.assert_close(there.cpu(), getattr(on_cpu, name), atol=1e-4, rtol=1e-4,
-                                   msg=lambda m: f"{name}, {DEVICE} against the CPU: {m}")
+                                   msg=lambda m, name=name: f"{name}, {DEVICE} against the CPU: {m}")
         torch.testing.assert_close(there, getattr(theirs_there, name), atol=1e-4, rtol=1e-4,
-                                   msg=lambda m: f"{name}, against transformers on {DEVICE}: {m}")
+                                   msg=lambda m, name=name: f"{name}, against transformers on {DEVICE}: {m}")
 
 
 # --- number formats and compilation -----------------------------------------------------------------------

@@ -58,7 +58,7 @@ def grader_account():
         if user is not None:
             sandbox.check_user(user, [])
     except sandbox.SandboxError as e:  # no `nobody`, or it cannot reach this checkout
-        warnings.warn(f"grading tests run student code as root: {e}")
+        warnings.warn(f"grading tests run student code as root: {e}", stacklevel=2)
         with pytest.MonkeyPatch.context() as env:
             env.setenv("MINIBERT_GRADER_RUN_AS", "root")
             yield None

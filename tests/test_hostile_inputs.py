@@ -99,6 +99,7 @@ def test_new_weights_with_an_old_config_are_refused_not_computed(saved, model):
 
 def test_a_shard_index_without_a_map_or_pointing_outside_its_folder_is_refused(tmp_path, model):
     import json
+
     from safetensors.torch import save_file
     folder = tmp_path / "sharded"
     model.save_pretrained(folder)
@@ -117,6 +118,7 @@ def test_a_sharded_checkpoint_in_the_hub_cache_layout_loads(tmp_path, model):
     """The Hugging Face cache keeps a snapshot's files as links into blobs/: a sharded model there is read
     (transformers reads it), its shards found through the links."""
     import json
+
     from safetensors.torch import load_file, save_file
     model.save_pretrained(tmp_path / "saved")
     weights = load_file(tmp_path / "saved" / "model.safetensors")

@@ -163,7 +163,7 @@ def test_forbidden_calls_restore_when_the_block_raises():
     with pytest.raises(ZeroDivisionError):
         with forbidden_calls("minibert.tokenizer.wordpiece", "minibert.tokenizer.wordpiece",  # named twice
                              "torch.nn.Module.__init__"):
-            1 / 0
+            1 / 0  # noqa: B018
     assert minibert.tokenizer.wordpiece.__code__ is before
     assert minibert.tokenizer.wordpiece("ab", {"a", "##b"}) == ["a", "##b"]
     assert torch.nn.Linear(2, 3).weight.shape == (3, 2)  # nn.Module.__init__ is back

@@ -64,7 +64,7 @@ def test_config_json_round_trip_keeps_unknown_hub_fields_out(tmp_path):
     cfg.save(tmp_path / "config.json")
     data = json.loads((tmp_path / "config.json").read_text())
     assert data["model_type"] == "bert" and data["hidden_size"] == 256
-    data.update(torch_dtype="float32", id2label={"0": "a"}, gradient_checkpointing=False)
+    data.update(torch_dtype="float32", label2id={"a": 0}, gradient_checkpointing=False)
     assert BertConfig.from_dict(data) == cfg
     with pytest.raises(ValueError, match="model_type 'roberta'"):
         BertConfig.from_dict({**data, "model_type": "roberta"})
@@ -207,7 +207,7 @@ def test_mlm_decoder_at_masked_positions_only_gives_the_same_loss_and_gradients(
     torch.testing.assert_close(sparse.masked_logits, getattr(full, full_name)[labels != -100])
     torch.testing.assert_close(sparse.loss, full.loss)
     for name in full_grads:
-        torch.testing.assert_close(sparse_grads[name], full_grads[name], msg=lambda m: f"{name}: {m}")
+        torch.testing.assert_close(sparse_grads[name], full_grads[name], msg=lambda m, name=name: f"{name}: {m}")
 
 
 @pytest.mark.parametrize("kind", ["BertForPreTraining", "BertForMaskedLM"])

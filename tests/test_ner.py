@@ -5,12 +5,11 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from offline import module_fixtures
 from torch import nn
 
 from minibert import BertConfig, BertForTokenClassification
 from minibert.tasks import get_task, ner, tagging
-from offline import module_fixtures
-
 
 one_thread, data_home = module_fixtures("conll2003/eng.train")
 
@@ -195,8 +194,9 @@ def test_wnut17_through_the_registry(data_home, tokenizer):
 
 def test_feature_based_entity_f1_of_frozen_minilm_beats_the_majority_tag(data_home, tokenizer):
     """Table 7 on NER: linear probes on frozen features, scored by seqeval like the fine-tuned model."""
-    from minibert import BertModel
     from offline import MINILM
+
+    from minibert import BertModel
     model = BertModel.from_pretrained(MINILM)
     train = ner.load_ner("conll2003", "train").select(range(150))
     test = ner.load_ner("conll2003", "dev").select(range(100))

@@ -3,14 +3,14 @@ values on the host (`host_syncs.DataDependentOps`), so on a GPU the host queues 
 tests/test_gpu.py checks the same on CUDA with ``torch.cuda.set_sync_debug_mode("error")``."""
 import pytest
 import torch
+from host_syncs import fuse_the_optimizer, record_device_work_of_steps, sentence_pairs
+from offline import one_torch_thread
 from torch.utils.data import default_collate
 
 import minibert.training.trainer
-from host_syncs import fuse_the_optimizer, record_device_work_of_steps, sentence_pairs
 from minibert import BertConfig, BertForMaskedLM, BertForPreTraining, BertForSequenceClassification
 from minibert.heads import masked_lm_positions
 from minibert.training import TrainConfig, Trainer, evaluate
-from offline import one_torch_thread
 
 VOCAB, MASK, T = 60, 4, 12
 

@@ -5,12 +5,11 @@ import math
 
 import pytest
 import torch
+from offline import MINILM, module_fixtures
 
 from minibert import BertConfig, BertForSequenceClassification
 from minibert.cli import evaluate_parser, finetune_parser, main
 from minibert.tasks import TASKS, get_task, pairs
-from offline import MINILM, module_fixtures
-
 
 one_thread, data_home = module_fixtures("mrpc/msr_paraphrase_train.txt")
 

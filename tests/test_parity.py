@@ -7,9 +7,9 @@ segments in the batch. The real pretrained MiniLM weights from the Hub cache are
 import pytest
 import torch
 import transformers
+from offline import MINILM
 
 import minibert
-from offline import MINILM
 
 CONFIGS = {
     "small": dict(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
@@ -52,7 +52,7 @@ def assert_close(ours, theirs, mask=None):
     for name in ours:
         a, b = ours[name], theirs[name]
         assert a.shape == b.shape, name
-        torch.testing.assert_close(a, b, atol=ATOL, rtol=0, msg=lambda m: f"{name}: {m}")
+        torch.testing.assert_close(a, b, atol=ATOL, rtol=0, msg=lambda m, name=name: f"{name}: {m}")
 
 
 @pytest.fixture(params=list(CONFIGS))
@@ -119,7 +119,7 @@ def test_losses_match_transformers(tmp_path):
         ours = getattr(minibert, kind).from_pretrained(tmp_path / kind)
         with torch.no_grad():
             torch.testing.assert_close(ours(**batch, **extra).loss, theirs(**batch, **extra).loss,
-                                       atol=ATOL, rtol=0, msg=lambda m: f"{kind}: {m}")
+                                       atol=ATOL, rtol=0, msg=lambda m, kind=kind: f"{kind}: {m}")
 
 
 def test_fast_and_explicit_attention_agree():
@@ -176,3 +176,30 @@ def test_unused_checkpoint_weights_are_reported(tmp_path, caplog):
         "cls.predictions.transform.LayerNorm.weight", "cls.predictions.transform.dense.bias",
         "cls.predictions.transform.dense.weight", "cls.seq_relationship.bias", "cls.seq_relationship.weight"]
     assert "not used by this model" in caplog.text and "cls.seq_relationship.weight" in caplog.text
+
+
+@pytest.mark.parametrize("task, names", [("sst2", ["negative", "positive"]),
+                                         ("snli", ["entailment", "neutral", "contradiction"])])
+def test_a_task_model_carries_its_class_names_to_transformers(task, names, tmp_path):
+    """id2label/label2id in config.json: transformers' pipelines say "positive", not LABEL_1."""
+    from minibert.tasks import get_task
+
+    encoder = minibert.BertModel(minibert.BertConfig(vocab_size=60, hidden_size=32, num_hidden_layers=1,
+                                                     num_attention_heads=2, intermediate_size=64))
+    encoder.save_pretrained(tmp_path / "encoder")
+    model = get_task(task).new_model(str(tmp_path / "encoder"))
+    model.save_pretrained(tmp_path / task)
+    theirs = transformers.AutoModelForSequenceClassification.from_pretrained(tmp_path / task)
+    assert theirs.config.id2label == dict(enumerate(names))
+    assert theirs.config.label2id == {name: i for i, name in enumerate(names)}
+    assert type(model).from_pretrained(tmp_path / task).config.id2label == dict(enumerate(names))
+    # A head of another size (config_overrides' num_labels): the old names go with the old head.
+    assert minibert.BertConfig.load(tmp_path / task / "config.json").replace(num_labels=5).id2label is None
+
+
+@pytest.mark.parametrize("broken", [{"0": "negative"}, {"zero": "a", "one": "b"}, ["negative", "positive"]])
+def test_a_config_with_wrong_class_names_is_refused(broken, tmp_path):
+    config = minibert.BertConfig(vocab_size=60, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                 intermediate_size=64).to_dict()
+    with pytest.raises(ValueError, match="id2label"):
+        minibert.BertConfig.from_dict({**config, "num_labels": 2, "id2label": broken})

@@ -14,15 +14,27 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from offline import mirror_with
 
 from minibert import BertConfig, BertForMaskedLM, BertForPreTraining
-from minibert.pretraining import (HubDataset, MLMMasking, PretrainingDataset, WikiTextAsStored, build_pretraining_data,
-                                  create_sentence_pairs, fill_mask, load_documents, mask_statically,
-                                  next_sentence_accuracy,
-                                  pack_full_sentences,
-                                  read_text, sentence_order_pairs, split_sentences, tokenize_documents)
+from minibert.pretraining import (
+    HubDataset,
+    MLMMasking,
+    PretrainingDataset,
+    WikiTextAsStored,
+    build_pretraining_data,
+    create_sentence_pairs,
+    fill_mask,
+    load_documents,
+    mask_statically,
+    next_sentence_accuracy,
+    pack_full_sentences,
+    read_text,
+    sentence_order_pairs,
+    split_sentences,
+    tokenize_documents,
+)
 from minibert.pretraining.corpus import squad_to_documents
-from offline import mirror_with
 
 WIKI_VALID = "wikitext2_raw/wiki.valid.raw"
 

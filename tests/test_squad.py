@@ -7,12 +7,25 @@ from collections import defaultdict
 
 import pytest
 import torch
+from offline import mirror_with, unavailable
 
 from minibert import BertConfig, BertForQuestionAnswering, TrainConfig, Trainer
-from minibert.tasks import (SquadExample, SquadFeatures, answer, best_spans, evaluate, exact_match_score, f1_score,
-                            load_squad, normalize_answer, postprocess, read_squad, split_by_article, squad_metric)
+from minibert.tasks import (
+    SquadExample,
+    SquadFeatures,
+    answer,
+    best_spans,
+    evaluate,
+    exact_match_score,
+    f1_score,
+    load_squad,
+    normalize_answer,
+    postprocess,
+    read_squad,
+    split_by_article,
+    squad_metric,
+)
 from minibert.tasks.squad import CLS_INDEX
-from offline import mirror_with, unavailable
 
 HAMLET = SquadExample("hamlet", "Hamlet", "Hamlet is a tragedy written by William Shakespeare around 1600.",
                       "Who wrote Hamlet?", ["William Shakespeare"], [31])

@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from minibert.tokenizer import BatchEncoding, BertTokenizer, wordpiece
 from offline import MINILM as MODEL
 from offline import mirror_with, unavailable
+
+from minibert.tokenizer import BatchEncoding, BertTokenizer, wordpiece
 
 SENTENCES = [
     "Hello, world!",
@@ -218,7 +218,7 @@ def test_batch_encoding_is_a_dict_with_attributes(ours):
     assert set(enc) == {"input_ids", "token_type_ids", "attention_mask"}
     assert enc.input_ids is enc["input_ids"]
     with pytest.raises(AttributeError):
-        enc.offset_mapping
+        enc.offset_mapping  # noqa: B018
     assert ours.encode("my dog", "is cute") == ours("my dog", "is cute")["input_ids"]
 
 

@@ -21,8 +21,17 @@ from torch.utils.data import default_collate
 import minibert.training.checkpoint
 import minibert.training.trainer
 from minibert import BertConfig, BertForMaskedLM, BertForSequenceClassification
-from minibert.training import (History, TrainConfig, Trainer, evaluate, find_checkpoints, flops_per_token,
-                               group_by_length, peak_flops, warmup_linear_decay)
+from minibert.training import (
+    History,
+    TrainConfig,
+    Trainer,
+    evaluate,
+    find_checkpoints,
+    flops_per_token,
+    group_by_length,
+    peak_flops,
+    warmup_linear_decay,
+)
 
 VOCAB = 50
 HERE = Path(__file__).resolve().parent

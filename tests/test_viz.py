@@ -12,8 +12,14 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from minibert import BertConfig, BertModel, BertTokenizer  # noqa: E402
-from minibert.viz import (AttentionExplorer, attention_for, plot_attention, plot_attention_grid,  # noqa: E402
-                          plot_attention_lines, stack_attentions)
+from minibert.viz import (  # noqa: E402
+    AttentionExplorer,
+    attention_for,
+    plot_attention,
+    plot_attention_grid,
+    plot_attention_lines,
+    stack_attentions,
+)
 
 WORDS = "the cat sat on mat dog ran in park it was tired because .".split()
 SENTENCE = "the cat sat on the mat"

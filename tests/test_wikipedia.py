@@ -8,15 +8,20 @@ import re
 
 import numpy as np
 import pytest
+from offline import mirror_with
 
 from minibert import data
-from minibert.pretraining import (build_pretraining_data, create_sentence_pairs, load_documents,
-                                  pack_full_sentences, tokenize_documents, unigram_loss)
+from minibert.pretraining import (
+    build_pretraining_data,
+    create_sentence_pairs,
+    load_documents,
+    pack_full_sentences,
+    tokenize_documents,
+    unigram_loss,
+)
 from minibert.pretraining import tokenized as tokenized_module
 from minibert.pretraining.tokenized import TokenizedCorpus, tokenize_corpus
-from minibert.pretraining.wikipedia import (held_out_titles, normalise_title, read_wikipedia,
-                                            wikiextractor_to_documents)
-from offline import mirror_with
+from minibert.pretraining.wikipedia import held_out_titles, normalise_title, read_wikipedia, wikiextractor_to_documents
 
 # The shards that hold the four SQuAD dev articles the mirror's manifest names, and one without any.
 HELD_OUT_SHARDS = {"Doctor Who": "AA/wiki_58", "Oxygen": "AB/wiki_70", "Rhine": "AB/wiki_98", "Warsaw": "AC/wiki_54"}

@@ -17,6 +17,8 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from ..modes import eval_mode
+
 
 def check_compatible(model, tokenizer) -> None:
     """Catch the mismatches that would otherwise give an index error or silently wrong attention."""
@@ -54,9 +56,7 @@ def attention_batches(model, tokenizer, inputs: Sequence, *, batch_size: int = 3
     device = next(model.parameters()).device
     order = sorted(range(len(inputs)), key=lambda i: len(inputs[i]))  # similar lengths share a batch
     batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model):
         for indices in tqdm(batches, desc=desc, disable=not progress, dynamic_ncols=True):
             encoding = tokenizer([inputs[i] for i in indices], is_split_into_words=split_into_words,
                                  padding=True, return_tensors="pt", return_offsets_mapping=return_offsets_mapping)
@@ -67,8 +67,6 @@ def attention_batches(model, tokenizer, inputs: Sequence, *, batch_size: int = 3
             attentions = stack_attentions(out, model.config)
             del out  # the stack is a copy: free the per-layer maps before the caller works on it
             yield indices, encoding, attentions
-    finally:
-        model.train(was_training)
 
 
 def stack_attentions(out, config) -> Tensor:

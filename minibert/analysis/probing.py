@@ -21,7 +21,8 @@ from itertools import chain
 import torch
 from torch import Tensor, nn
 
-from ..training import pad, pad_with_mask
+from ..modes import eval_mode
+from ..padding import pad, pad_with_mask
 
 
 @torch.inference_mode()
@@ -37,24 +38,22 @@ def word_features(model: nn.Module, tokenizer, sentences: list[list[str]], layer
     """
     encoder = getattr(model, "bert", model)
     max_length = encoder.config.max_position_embeddings
-    was_training = encoder.training
-    encoder.eval()
-    device = next(encoder.parameters()).device
-    features, kept = [], []
-    for start in range(0, len(sentences), batch_size):
-        batch = sentences[start:start + batch_size]
-        enc = tokenizer(batch, is_split_into_words=True, truncation=True, max_length=max_length)
-        ids, mask = pad_with_mask(enc["input_ids"], tokenizer.pad_token_id)               # (B, T) each
-        states = encoder(input_ids=ids.to(device), attention_mask=mask.to(device),
-                         output_hidden_states=True).hidden_states
-        chosen = torch.stack([states[layer] for layer in layers], dim=2)                  # (B, T, L, H)
-        word_ids = pad([[-1 if w is None else w for w in enc.word_ids(i)] for i in range(len(batch))], -1)
-        previous = torch.cat([torch.full_like(word_ids[:, :1], -1), word_ids[:, :-1]], dim=1)
-        first = (word_ids >= 0) & (word_ids != previous)                                  # (B, T): a word's first piece
-        features.append(chosen[first.to(device)])                  # (N_b, L, H), sentence by sentence, word by word
-        # Truncation cuts a sentence's last words, so its first n words are the kept ones.
-        kept += [w < n for words, n in zip(batch, first.sum(1).tolist()) for w in range(len(words))]
-    encoder.train(was_training)
+    with eval_mode(encoder):
+        device = next(encoder.parameters()).device
+        features, kept = [], []
+        for start in range(0, len(sentences), batch_size):
+            batch = sentences[start:start + batch_size]
+            enc = tokenizer(batch, is_split_into_words=True, truncation=True, max_length=max_length)
+            ids, mask = pad_with_mask(enc["input_ids"], tokenizer.pad_token_id)               # (B, T) each
+            states = encoder(input_ids=ids.to(device), attention_mask=mask.to(device),
+                             output_hidden_states=True).hidden_states
+            chosen = torch.stack([states[layer] for layer in layers], dim=2)                  # (B, T, L, H)
+            word_ids = pad([[-1 if w is None else w for w in enc.word_ids(i)] for i in range(len(batch))], -1)
+            previous = torch.cat([torch.full_like(word_ids[:, :1], -1), word_ids[:, :-1]], dim=1)
+            first = (word_ids >= 0) & (word_ids != previous)                                  # (B, T): a word's first piece
+            features.append(chosen[first.to(device)])                  # (N_b, L, H), sentence by sentence, word by word
+            # Truncation cuts a sentence's last words, so its first n words are the kept ones.
+            kept += [w < n for words, n in zip(batch, first.sum(1).tolist()) for w in range(len(words))]
     features = torch.cat(features).float().cpu()
     return (features if stack else features.flatten(1)), torch.tensor(kept)   # flat: (N, L·H), layer after layer
 
@@ -71,24 +70,22 @@ def hidden_word_features(model: nn.Module, tokenizer, sentences: list[list[str]]
     """
     encoder = getattr(model, "bert", model)
     max_length = encoder.config.max_position_embeddings
-    was_training = encoder.training
-    encoder.eval()
-    device = next(encoder.parameters()).device
-    copies = [(s, i) for s, words in enumerate(sentences) for i in range(len(words))]  # (sentence, hidden word)
-    features, kept = [], []
-    for start in range(0, len(copies), batch_size):
-        batch = copies[start:start + batch_size]
-        shown = [[tokenizer.mask_token if j == i else w for j, w in enumerate(sentences[s])] for s, i in batch]
-        enc = tokenizer(shown, is_split_into_words=True, truncation=True, max_length=max_length)
-        ids, mask = pad_with_mask(enc["input_ids"], tokenizer.pad_token_id)               # (B, T) each
-        states = encoder(input_ids=ids.to(device), attention_mask=mask.to(device),
-                         output_hidden_states=True).hidden_states[layer]                  # (B, T, H)
-        for row, (_, i) in enumerate(batch):
-            position = next((t for t, w in enumerate(enc.word_ids(row)) if w == i), None)
-            kept.append(position is not None)  # None: the word was cut off by truncation
-            if position is not None:
-                features.append(states[row, position])
-    encoder.train(was_training)
+    with eval_mode(encoder):
+        device = next(encoder.parameters()).device
+        copies = [(s, i) for s, words in enumerate(sentences) for i in range(len(words))]  # (sentence, hidden word)
+        features, kept = [], []
+        for start in range(0, len(copies), batch_size):
+            batch = copies[start:start + batch_size]
+            shown = [[tokenizer.mask_token if j == i else w for j, w in enumerate(sentences[s])] for s, i in batch]
+            enc = tokenizer(shown, is_split_into_words=True, truncation=True, max_length=max_length)
+            ids, mask = pad_with_mask(enc["input_ids"], tokenizer.pad_token_id)               # (B, T) each
+            states = encoder(input_ids=ids.to(device), attention_mask=mask.to(device),
+                             output_hidden_states=True).hidden_states[layer]                  # (B, T, H)
+            for row, (_, i) in enumerate(batch):
+                position = next((t for t, w in enumerate(enc.word_ids(row)) if w == i), None)
+                kept.append(position is not None)  # None: the word was cut off by truncation
+                if position is not None:
+                    features.append(states[row, position])
     return torch.stack(features).float().cpu(), torch.tensor(kept)
 
 
@@ -261,18 +258,16 @@ def sentence_features(model: nn.Module, tokenizer, sentences: list[str], batch_s
     left-to-right LM, whose [CLS] sees nothing but itself) has no reason to gather the sentence there.
     """
     encoder = getattr(model, "bert", model)
-    was_training = encoder.training
-    encoder.eval()
-    device = next(encoder.parameters()).device
-    max_length = min(max_length, encoder.config.max_position_embeddings)
-    features = []
-    for start in range(0, len(sentences), batch_size):
-        enc = tokenizer(sentences[start:start + batch_size], truncation=True, max_length=max_length)
-        ids, mask = pad_with_mask(enc["input_ids"], tokenizer.pad_token_id)               # (B, T) each
-        states = encoder(input_ids=ids.to(device), attention_mask=mask.to(device)).last_hidden_state  # (B, T, H)
-        weights = mask.to(device, states.dtype)[..., None]                                # (B, T, 1)
-        features.append((states * weights).sum(1) / weights.sum(1))                       # (B, H)
-    encoder.train(was_training)
+    with eval_mode(encoder):
+        device = next(encoder.parameters()).device
+        max_length = min(max_length, encoder.config.max_position_embeddings)
+        features = []
+        for start in range(0, len(sentences), batch_size):
+            enc = tokenizer(sentences[start:start + batch_size], truncation=True, max_length=max_length)
+            ids, mask = pad_with_mask(enc["input_ids"], tokenizer.pad_token_id)               # (B, T) each
+            states = encoder(input_ids=ids.to(device), attention_mask=mask.to(device)).last_hidden_state  # (B, T, H)
+            weights = mask.to(device, states.dtype)[..., None]                                # (B, T, 1)
+            features.append((states * weights).sum(1) / weights.sum(1))                       # (B, H)
     return torch.cat(features).float().cpu()
 
 

@@ -13,6 +13,8 @@ from collections.abc import Iterable
 import torch
 from torch import Tensor, nn
 
+from ..modes import eval_mode
+
 
 def head_importance(model: nn.Module, batches: Iterable[dict[str, Tensor]], normalize: bool = True) -> Tensor:
     """(layers, heads) importance of each head on ``batches`` (dicts with labels, as for training).
@@ -24,8 +26,6 @@ def head_importance(model: nn.Module, batches: Iterable[dict[str, Tensor]], norm
     config = bert.config
     if config.share_layers:
         raise ValueError("shared layers have one set of heads for every layer; head importance is per layer")
-    was_training = model.training
-    model.eval()
     device = next(model.parameters()).device
     attentions = [layer.attention for layer in bert.encoder.layer]
     gates = [torch.ones(a.self.num_heads, device=device, requires_grad=True) for a in attentions]
@@ -33,16 +33,16 @@ def head_importance(model: nn.Module, batches: Iterable[dict[str, Tensor]], norm
         attention.self.head_gate = gate
     importance = [torch.zeros(a.self.num_heads, device=device) for a in attentions]
     try:
-        for batch in batches:
-            loss = model(**{k: v.to(device) for k, v in batch.items()}).loss
-            if loss is None:
-                raise ValueError("the batches need labels: importance is the gradient of the loss")
-            for total, grad in zip(importance, torch.autograd.grad(loss, gates)):
-                total += grad.abs()
+        with eval_mode(model):
+            for batch in batches:
+                loss = model(**{k: v.to(device) for k, v in batch.items()}).loss
+                if loss is None:
+                    raise ValueError("the batches need labels: importance is the gradient of the loss")
+                for total, grad in zip(importance, torch.autograd.grad(loss, gates)):
+                    total += grad.abs()
     finally:
         for attention in attentions:
             attention.self.head_gate = None
-        model.train(was_training)
     scores = torch.full((config.num_hidden_layers, config.num_attention_heads), float("nan"))
     for index, (attention, total) in enumerate(zip(attentions, importance)):
         alive = [h for h in range(config.num_attention_heads) if h not in attention.pruned_heads]

@@ -18,6 +18,8 @@ import warnings
 import torch
 from torch import nn
 
+from ..modes import eval_mode
+
 
 def quantize_dynamic(model: nn.Module) -> nn.Module:
     """An int8 copy of ``model`` for CPU inference (the original is left as it is)."""
@@ -38,13 +40,11 @@ def size_mb(model: nn.Module) -> float:
 @torch.no_grad()
 def latency_ms(model: nn.Module, inputs: dict[str, torch.Tensor], repeats: int = 10, warmup: int = 2) -> float:
     """Median milliseconds of one forward pass on ``inputs`` (a batch), after ``warmup`` passes."""
-    was_training = model.training
-    model.eval()
-    times = []
-    for i in range(warmup + repeats):
-        start = time.perf_counter()
-        model(**inputs)
-        if i >= warmup:
-            times.append(time.perf_counter() - start)
-    model.train(was_training)
+    with eval_mode(model):
+        times = []
+        for i in range(warmup + repeats):
+            start = time.perf_counter()
+            model(**inputs)
+            if i >= warmup:
+                times.append(time.perf_counter() - start)
     return 1000 * statistics.median(times)

@@ -40,10 +40,11 @@ from ..analysis.conllu import load_ud_english_ewt
 from ..analysis.probing import sentence_probe, tagging_probe
 from ..config import PRESETS
 from ..heads import IGNORE_INDEX, BertForMaskedLM
+from ..padding import pad
 from ..pretraining import MLMMasking, PretrainingDataset
 from ..recipes.pretrain import make_model, make_trainer
 from ..training import evaluate as evaluate_model
-from ..training import find_checkpoints, pad
+from ..training import find_checkpoints
 from .grid import PretrainingGrid
 from .masking import AblationSetup
 

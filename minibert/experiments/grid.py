@@ -20,9 +20,8 @@ import torch
 from tqdm.auto import tqdm
 
 from ..atomic import atomic_path
-from ..recipes.pretrain import (PretrainSettings, TrainingSettings, held_out_data, make_tokenizer, score,
-                                training_data)
 from ..pretraining import unigram_loss
+from ..recipes.pretrain import PretrainSettings, TrainingSettings, held_out_data, make_tokenizer, score, training_data
 
 
 @dataclass(kw_only=True)

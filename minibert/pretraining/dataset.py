@@ -15,7 +15,7 @@ from torch import Tensor
 from torch.utils.data import Dataset
 
 from ..heads import IGNORE_INDEX
-from ..training.batching import pad
+from ..padding import pad
 from .masking import MLMMasking, mask_dynamically, mask_statically
 from .pairs import OBJECTIVES, packed_spans, packed_tokens, pair_spans
 from .tokenized import TokenizedCorpus, tokenize_corpus

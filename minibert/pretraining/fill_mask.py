@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import torch
 
+from ..modes import eval_mode
+
 # The blanks of the paper (§3.1) and of the lectures: a fact, an article, a preposition, a plural
 # ending and two blanks at once.
 LECTURE_BLANKS = ("paris is the [MASK] of france .",
@@ -27,13 +29,9 @@ def fill_mask(model, tokenizer, text: str, k: int = 5) -> list[list[tuple[str, f
     blanks = (encoding["input_ids"][0] == tokenizer.mask_token_id).nonzero()[:, 0]
     if len(blanks) == 0:
         raise ValueError(f"{text!r} has no {tokenizer.mask_token}: put one where the model should guess a word")
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model):
         device = next(model.parameters()).device
         outputs = model(**{name: value.to(device) for name, value in encoding.items()})
-    finally:
-        model.train(was_training)
     logits = getattr(outputs, "prediction_logits", None)
     logits = outputs.logits if logits is None else logits                  # (1, T, V)
     top = logits[0, blanks].float().softmax(-1).topk(k)                    # (N_blanks, k)

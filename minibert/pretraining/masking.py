@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from ..heads import IGNORE_INDEX
-from ..training.batching import pad
+from ..padding import pad
 
 
 class MLMMasking:

@@ -5,7 +5,8 @@ import torch
 import torch.nn.functional as F
 
 from ..heads import IGNORE_INDEX
-from ..training.batching import pad, pad_with_mask
+from ..modes import eval_mode
+from ..padding import pad, pad_with_mask
 
 
 def pretraining_metrics(outputs, batch) -> dict[str, float]:
@@ -65,9 +66,8 @@ def next_sentence_accuracy(model, examples, pad_token_id: int = 0, batch_size: i
     a (B, T, V) tensor, is not needed for this.
     """
     device = next(model.parameters()).device
-    was_training, correct = model.training, 0
-    model.eval()
-    try:
+    correct = 0
+    with eval_mode(model):
         for start in range(0, len(examples), batch_size):
             batch = examples[start:start + batch_size]
             ids, mask = pad_with_mask([e["input_ids"] for e in batch], pad_token_id)           # (B, T) each
@@ -76,6 +76,4 @@ def next_sentence_accuracy(model, examples, pad_token_id: int = 0, batch_size: i
             pooled = model.bert(**{k: v.to(device) for k, v in inputs.items()}).pooler_output
             guesses = model.cls.seq_relationship(pooled).argmax(-1).cpu()                     # (B,)
             correct += int((guesses == torch.tensor([e["next_sentence_label"] for e in batch])).sum())
-    finally:
-        model.train(was_training)
     return correct / len(examples)

@@ -20,8 +20,15 @@ from ..config import read_json
 from ..heads import BertForMaskedLM, BertForPreTraining
 from ..hub import INT8_WEIGHTS, WEIGHT_FILES
 from ..out_folder import claim, claimable
-from ..pretraining import (LECTURE_BLANKS, MLMMasking, WikiTextAsStored, build_pretraining_data,
-                           fill_in_the_blank_data, fill_mask, next_sentence_accuracy)
+from ..pretraining import (
+    LECTURE_BLANKS,
+    MLMMasking,
+    WikiTextAsStored,
+    build_pretraining_data,
+    fill_in_the_blank_data,
+    fill_mask,
+    next_sentence_accuracy,
+)
 from ..pretraining.dataset import FILL_IN_THE_BLANK_SEED
 from ..tasks import get_task
 from ..tokenizer import TOKENIZER_FILES, BertTokenizer

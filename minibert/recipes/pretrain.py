@@ -26,11 +26,27 @@ import torch
 from ..config import ALBERT_PRESETS, PRESETS, BertConfig
 from ..heads import BertForMaskedLM, BertForPreTraining
 from ..out_folder import claim, claimable
-from ..pretraining import (OBJECTIVES, MLMMasking, PretrainingDataset, build_pretraining_data,
-                           fill_in_the_blank_data, load_documents, pretraining_metrics, unigram_loss)
+from ..pretraining import (
+    OBJECTIVES,
+    MLMMasking,
+    PretrainingDataset,
+    build_pretraining_data,
+    fill_in_the_blank_data,
+    load_documents,
+    pretraining_metrics,
+    unigram_loss,
+)
 from ..tokenizer import BertTokenizer
-from ..training import (AUTOCAST_DTYPES, PRECISIONS, TrainConfig, Trainer, evaluate, find_checkpoints, pick_device,
-                        pick_precision)
+from ..training import (
+    AUTOCAST_DTYPES,
+    PRECISIONS,
+    TrainConfig,
+    Trainer,
+    evaluate,
+    find_checkpoints,
+    pick_device,
+    pick_precision,
+)
 from .run_record import refuse_changes, write_json
 
 DEFAULT_TOKENIZER = "sentence-transformers/all-MiniLM-L6-v2"  # the bert-base-uncased vocabulary

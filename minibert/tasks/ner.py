@@ -186,7 +186,7 @@ def errors(sentences: list[list[str]], gold: list[list[str]], predicted: list[li
         if right == guessed:
             continue
 
-        def shown(spans):
+        def shown(spans, words=words):
             return [(" ".join(words[start:end + 1]), kind) for kind, start, end in sorted(spans, key=lambda e: e[1:])]
         found.append({"index": i, "text": " ".join(words), "gold": shown(right), "predicted": shown(guessed),
                       "missed": shown(right - guessed), "spurious": shown(guessed - right)})

@@ -33,7 +33,9 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from .. import data
-from ..training import batches_by_length, pad, pad_with_mask
+from ..modes import eval_mode
+from ..padding import pad, pad_with_mask
+from ..training import batches_by_length
 
 # Label names by id (as in Hugging Face's GLUE and SNLI); None: a regression on one number.
 LABELS: dict[str, tuple[str, ...] | None] = {
@@ -221,17 +223,13 @@ def predict(model: nn.Module, input_ids: list[list[int]], token_type_ids: list[l
     longest first."""
     device = next(model.parameters()).device
     logits = torch.empty(len(input_ids), model.config.num_labels)
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model):
         for chunk in tqdm(batches_by_length([len(ids) for ids in input_ids], batch_size), desc="classifying",
                           unit="batch", disable=not progress):
             ids, mask = pad_with_mask([input_ids[i] for i in chunk], pad_token_id)
             types = pad([token_type_ids[i] for i in chunk], 0)  # (B, T)
             logits[chunk] = model(input_ids=ids.to(device), attention_mask=mask.to(device),
                                   token_type_ids=types.to(device)).logits.float().cpu()
-    finally:
-        model.train(was_training)
     return logits
 
 

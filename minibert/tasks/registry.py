@@ -44,11 +44,14 @@ class Task:
     build_data: Callable     # (tokenizer, model, *, max_length, train_examples, eval_examples, seed, training,
                              #  split) -> TaskData
     paper: str | None = None
+    labels: tuple[str, ...] | None = None  # the new layer's class names, stored in config.json as id2label
 
     def new_model(self, pretrained):
         """A pre-trained BERT (Hub id or folder) with the task's new layer on top, to fine-tune. A model
         fine-tuned already loads with ``model_class.from_pretrained``, its layer's size from its config."""
         new_layer = {"num_labels": self.num_labels} if self.num_labels is not None else {}
+        if self.labels:
+            new_layer["id2label"] = dict(enumerate(self.labels))
         return self.model_class.from_pretrained(pretrained, **new_layer)
 
 
@@ -197,22 +200,23 @@ def _ner_data(dataset: str, tokenizer, model=None, *, max_length: int, train_exa
 def _pair_task(name: str, paper: str | None = None) -> Task:
     labels = pairs.LABELS[name]
     return Task(name, BertForSequenceClassification, len(labels) if labels else 1,  # 1: STS-B's score, by MSE
-                partial(_pairs_data, name), paper)
+                partial(_pairs_data, name), paper, labels=tuple(labels) if labels else None)
 
 
 TASKS = {"sst2": Task("sst2", BertForSequenceClassification, len(sst2.LABELS), _sst2_data,
-                      "BERT-base: SST-2 dev accuracy 92.7 (test 93.5)"),
+                      "BERT-base: SST-2 dev accuracy 92.7 (test 93.5)", labels=sst2.LABELS),
          "squad": Task("squad", BertForQuestionAnswering, None, _squad_data,
                        "BERT-base: SQuAD v1.1 dev EM 80.8 / F1 88.5"),
-         "pos": Task("pos", BertForTokenClassification, len(tagging.UPOS), _pos_data),
+         "pos": Task("pos", BertForTokenClassification, len(tagging.UPOS), _pos_data, labels=tuple(tagging.UPOS)),
          "mrpc": _pair_task("mrpc", "BERT-base: MRPC test F1 88.9"),
          "stsb": _pair_task("stsb", "BERT-base: STS-B test Spearman 85.8"),
          "rte": _pair_task("rte", "BERT-base: RTE test accuracy 66.4"),
          "qnli": _pair_task("qnli", "BERT-base: QNLI test accuracy 90.5"),
          "snli": _pair_task("snli"),  # not in the paper; MNLI, which it stands in for, is (84.6)
          "ner": Task("ner", BertForTokenClassification, len(ner.TAGS["conll2003"]), partial(_ner_data, "conll2003"),
-                     "BERT-base: CoNLL-2003 NER test F1 92.4 (dev 96.4)"),
-         "wnut17": Task("wnut17", BertForTokenClassification, len(ner.TAGS["wnut17"]), partial(_ner_data, "wnut17"))}
+                     "BERT-base: CoNLL-2003 NER test F1 92.4 (dev 96.4)", labels=ner.TAGS["conll2003"]),
+         "wnut17": Task("wnut17", BertForTokenClassification, len(ner.TAGS["wnut17"]), partial(_ner_data, "wnut17"),
+                        labels=ner.TAGS["wnut17"])}
 
 
 def get_task(name: str) -> Task:

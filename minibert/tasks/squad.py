@@ -35,6 +35,7 @@ from torch.utils.data import Dataset
 from tqdm.auto import tqdm
 
 from .. import data
+from ..modes import eval_mode
 from .squad_metric import squad_metric
 
 DATASET = "squad_v1.1"
@@ -235,9 +236,7 @@ def predict(model: nn.Module, features: SquadFeatures, batch_size: int = 64,
     device = next(model.parameters()).device
     order = sorted(range(len(features)), key=lambda i: -len(features.input_ids[i]))
     start_logits, end_logits = [None] * len(features), [None] * len(features)
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model):
         for k in tqdm(range(0, len(order), batch_size), desc="answering", unit="batch", disable=not progress):
             chunk = order[k:k + batch_size]
             batch = features.collate([features[i] for i in chunk])
@@ -246,8 +245,6 @@ def predict(model: nn.Module, features: SquadFeatures, batch_size: int = 64,
             for i, start, end in zip(chunk, out.start_logits.float().cpu(), out.end_logits.float().cpu()):
                 n = len(features.input_ids[i])
                 start_logits[i], end_logits[i] = start[:n], end[:n]  # (T,) -> (T_i,): padding off
-    finally:
-        model.train(was_training)
     return start_logits, end_logits
 
 

@@ -19,6 +19,7 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from .. import data
+from ..modes import eval_mode
 from ..training import batches_by_length, pad_with_mask
 
 DATASET = "sst2"
@@ -82,15 +83,11 @@ def predict(model: nn.Module, input_ids: list[list[int]], pad_token_id: int = 0,
     """Logits (N, K) of the encoded sentences, in their order, with dropout off; batches go longest first."""
     device = next(model.parameters()).device
     logits = torch.empty(len(input_ids), model.config.num_labels)
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model):
         batches = batches_by_length([len(ids) for ids in input_ids], batch_size)
         for chunk in tqdm(batches, desc="classifying", unit="batch", disable=not progress):
             ids, mask = pad_with_mask([input_ids[i] for i in chunk], pad_token_id)
             logits[chunk] = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.float().cpu()
-    finally:
-        model.train(was_training)
     return logits
 
 

@@ -26,9 +26,11 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from ..analysis.conllu import load_ud_english_ewt
-from ..heads import IGNORE_INDEX
 from ..analysis.probing import LinearProbe, majority_tags, word_features
-from ..training import batches_by_length, pad, pad_with_mask
+from ..heads import IGNORE_INDEX
+from ..modes import eval_mode
+from ..padding import pad, pad_with_mask
+from ..training import batches_by_length
 
 UPOS = ("ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM", "PART", "PRON", "PROPN", "PUNCT",
         "SCONJ", "SYM", "VERB", "X")
@@ -128,9 +130,7 @@ def predict(model: nn.Module, input_ids: list[list[int]], labels: list[list[int]
     sentence, in their order, with dropout off; batches go longest first."""
     device = next(model.parameters()).device
     predictions = [None] * len(input_ids)
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model):
         batches = batches_by_length([len(ids) for ids in input_ids], batch_size)
         for chunk in tqdm(batches, desc="tagging", unit="batch", disable=not progress):
             ids, mask = pad_with_mask([input_ids[i] for i in chunk], pad_token_id)
@@ -138,8 +138,6 @@ def predict(model: nn.Module, input_ids: list[list[int]], labels: list[list[int]
             tags = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.argmax(-1).cpu()  # (B, T)
             for i, row in zip(chunk, tags[first].split(first.sum(1).tolist())):
                 predictions[i] = row
-    finally:
-        model.train(was_training)
     return predictions
 
 

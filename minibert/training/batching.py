@@ -11,19 +11,7 @@ from torch import Tensor
 from ..config import BertConfig
 from ..heads import masked_lm_positions
 from ..model import check_inputs
-
-
-def pad(rows: list[list[int]], value: int, length: int | None = None) -> Tensor:
-    """Rows of different lengths as one (B, T) tensor, padded with ``value`` to ``length`` (default: the longest)."""
-    length = length or max(map(len, rows))
-    return torch.tensor([row + [value] * (length - len(row)) for row in rows])
-
-
-def pad_with_mask(rows: list[list[int]], value: int) -> tuple[Tensor, Tensor]:
-    """`pad` to the longest row, and the (B, T) attention mask: 1 on the rows' tokens, 0 on the padding."""
-    lengths = torch.tensor([len(row) for row in rows])
-    mask = torch.arange(int(lengths.max())) < lengths[:, None]  # (B, T)
-    return pad(rows, value), mask.long()
+from ..padding import pad, pad_with_mask  # noqa: F401 (also training's names: `from minibert.training import pad`)
 
 
 def batches_by_length(lengths: list[int], batch_size: int) -> list[list[int]]:

@@ -8,6 +8,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, default_collate
 
+from ..modes import eval_mode
 from .batching import to_device, with_masked_positions
 from .checkpoint import isolated_rng
 
@@ -38,9 +39,7 @@ def evaluate(model: nn.Module, data: Dataset, *, batch_size: int = 32, collate_f
                         num_workers=num_workers, pin_memory=device.type == "cuda",
                         generator=torch.Generator().manual_seed(seed))
     totals, examples = {}, 0
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model):
         with isolated_rng(seed + rank, device):
             for i, batch in enumerate(loader):
                 if max_batches is not None and i == max_batches:
@@ -54,8 +53,6 @@ def evaluate(model: nn.Module, data: Dataset, *, batch_size: int = 32, collate_f
                     if value is not None:  # no loss without every label (MLM+NSP model, MLM-only data)
                         totals[name] = totals.get(name, 0.0) + float(value) * n
                 examples += n
-    finally:
-        model.train(was_training)
     sums = torch.tensor([examples, *totals.values()], dtype=torch.float64, device=device)
     if world_size > 1:
         dist.all_reduce(sums)

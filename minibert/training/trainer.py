@@ -25,16 +25,24 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from safetensors import SafetensorError
 from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, default_collate
-from safetensors import SafetensorError
 from tqdm.auto import tqdm
 
 from ..hub import not_finite
 from .batching import example_lengths, group_by_length, to_device, with_masked_positions
-from .checkpoint import (checkpoint_to_resume, find_checkpoints, load_checkpoint, rng_state, save_checkpoint,
-                         seed_everything, set_aside, warn_about_changes)
+from .checkpoint import (
+    checkpoint_to_resume,
+    find_checkpoints,
+    load_checkpoint,
+    rng_state,
+    save_checkpoint,
+    seed_everything,
+    set_aside,
+    warn_about_changes,
+)
 from .config import TrainConfig
 from .evaluate import evaluate
 from .history import History

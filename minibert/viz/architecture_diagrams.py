@@ -27,8 +27,24 @@ from ..attention import attention_probabilities
 from ..config import BertConfig
 from ..heads import BertForPreTraining
 from ..model import BertEncoder
-from .diagrams import (ADD_NORM, ANSWER, ATTENTION, EMBEDDING, ENCODER, FAINT, FEED_FORWARD, FONT, HEAD, INK,
-                       TOKEN, arrow, box, inch_canvas, slots, token_row)
+from .diagrams import (
+    ADD_NORM,
+    ANSWER,
+    ATTENTION,
+    EMBEDDING,
+    ENCODER,
+    FAINT,
+    FEED_FORWARD,
+    FONT,
+    HEAD,
+    INK,
+    TOKEN,
+    arrow,
+    box,
+    inch_canvas,
+    slots,
+    token_row,
+)
 
 WIDTH = 9.6  # inches: shown 9.8 wide with the notebook's padding, within its column
 HEAD_COLOURS = [*colormaps["Set3"].colors, *colormaps["Pastel1"].colors, *colormaps["Pastel2"].colors]  # 29

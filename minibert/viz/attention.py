@@ -28,6 +28,8 @@ from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 from torch import Tensor
 
+from ..modes import eval_mode
+
 
 class SentenceAttention(NamedTuple):
     """What `attention_for` returns, in bertviz's argument order: ``head_view(*attention_for(...))``."""
@@ -67,13 +69,8 @@ def attention_for(model, tokenizer, text: str, text_pair: str | None = None) -> 
     enc = tokenizer(text, text_pair, return_tensors="pt")
     device = next(model.parameters()).device
     inputs = {name: enc[name].to(device) for name in ("input_ids", "token_type_ids", "attention_mask")}
-    was_training = model.training
-    model.eval()  # dropout off: the same sentence always gives the same picture
-    try:
-        with torch.no_grad():
-            out = model(**inputs, output_attentions=True)
-    finally:
-        model.train(was_training)
+    with eval_mode(model), torch.no_grad():  # dropout off: the same sentence always gives the same picture
+        out = model(**inputs, output_attentions=True)
     attentions = torch.stack(out.attentions)[:, 0].float().cpu()  # L × (1, nh, T, T) -> (L, nh, T, T)
     tokens = tokenizer.convert_ids_to_tokens(enc["input_ids"][0].tolist())
     b_start = enc["token_type_ids"][0].tolist().index(1) if text_pair is not None else None

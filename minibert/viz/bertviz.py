@@ -28,6 +28,7 @@ import torch
 from IPython.display import HTML, display
 
 from ..attention import BertSelfAttention
+from ..modes import eval_mode
 from .attention import check_index, check_text_fits, stack_attentions
 
 CDN_REQUIRE_JS = '<script src="https://cdnjs.cloudflare.com/ajax/libs/require.js/2.3.6/require.min.js"></script>'
@@ -96,14 +97,11 @@ class QueriesAndKeys:
             for name in ("query", "key"):
                 hooks.append(getattr(attention, name).register_forward_hook(_keep(captured, (i, name))))
         device = next(self.model.parameters()).device
-        was_training = self.model.training
-        self.model.eval()
         try:
-            with torch.no_grad():
+            with eval_mode(self.model), torch.no_grad():
                 out = self.model(input_ids.to(device), token_type_ids=None if token_type_ids is None
                                  else token_type_ids.to(device), output_attentions=True)
         finally:
-            self.model.train(was_training)
             for hook in hooks:
                 hook.remove()
         layers = [{"attn": _compact(probs, 4),  # (1, nh, T, T)

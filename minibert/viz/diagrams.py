@@ -59,7 +59,7 @@ def drawn_texts(fig: Figure) -> list[DrawnText]:
     renderer = _renderer(fig)
     writes = [0]
     for method in ("draw_text", "draw_tex"):
-        def counted(*args, _write=getattr(renderer, method), **kwargs):
+        def counted(*args, _write=getattr(renderer, method), **kwargs):  # noqa: B008 (bound now, on purpose)
             writes[0] += 1
             return _write(*args, **kwargs)
         setattr(renderer, method, counted)
