@@ -23,8 +23,13 @@ from dataclasses import replace
 
 import torch
 import transformers
-from transformers import (AutoModelForQuestionAnswering, AutoModelForSequenceClassification, AutoTokenizer,
-                          DataCollatorWithPadding, get_linear_schedule_with_warmup)
+from transformers import (
+    AutoModelForQuestionAnswering,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    DataCollatorWithPadding,
+    get_linear_schedule_with_warmup,
+)
 
 import minibert
 from minibert.recipes.finetune import PRESETS
