@@ -28,13 +28,12 @@ from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, process
 from tokenizers.models import WordPiece
 
 from .hub import resolve
+from .tokenizer_files import read_tokenizer_config, read_tokenizer_json
 from .vocabulary import CLS, MASK, PAD, SEP, SPECIAL_TOKENS, UNK, learn_vocabulary, read_texts, read_vocab_txt
 
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt")  # either holds the vocabulary; tokenizer.json is preferred
 PADDING = {False, True, "do_not_pad", "longest", "max_length"}
 TRUNCATION = {False, True, "do_not_truncate", "longest_first", "only_first", "only_second"}
-# transformers writes a huge model_max_length (1e30) for "not set"; BERT's position limit is 512.
-UNSET_MAX_LENGTH = 10**18
 
 
 def wordpiece(word: str, vocab, unk_token: str = UNK, max_input_chars_per_word: int = 100) -> list[str]:
@@ -145,20 +144,13 @@ class BertTokenizer:
             files = {"tokenizer.json" if local.suffix == ".json" else "vocab.txt": local}
         else:
             files = resolve(name_or_path, [TOKENIZER_FILES], optional=("tokenizer_config.json",), what="tokenizer")
-        config = {}
-        if files.get("tokenizer_config.json"):
-            config = json.loads(files["tokenizer_config.json"].read_text(encoding="utf-8"))
-        settings = {"do_lower_case": config.get("do_lower_case", True),
-                    "strip_accents": config.get("strip_accents"),
-                    "tokenize_chinese_chars": config.get("tokenize_chinese_chars", True),
-                    "model_max_length": config.get("model_max_length") or 512}
-        if settings["model_max_length"] >= UNSET_MAX_LENGTH:
-            settings["model_max_length"] = 512
+        settings = {"do_lower_case": True, "strip_accents": None, "tokenize_chinese_chars": True}
         if files.get("tokenizer.json"):
-            vocab, pipeline = _read_tokenizer_json(files["tokenizer.json"])
+            vocab, pipeline = read_tokenizer_json(files["tokenizer.json"])
             settings.update(pipeline)
         else:
             vocab = files["vocab.txt"]
+        settings.update(read_tokenizer_config(files.get("tokenizer_config.json")))  # its flags win, as in transformers
         return cls(vocab, **{**settings, **kwargs})
 
     @classmethod
@@ -385,15 +377,3 @@ def _as_batch(text, name: str, split_into_words: bool) -> tuple[list, bool]:
     wanted = ("a list of words (list[str]) or a batch of them (list[list[str]])" if split_into_words
               else "a str or a non-empty list of str (a batch)")
     raise TypeError(f"{name} must be {wanted}, got {type(text).__name__} {text!r:.80}")
-
-
-def _read_tokenizer_json(path: Path) -> tuple[dict[str, int], dict]:
-    """The vocabulary and the normaliser settings of a saved ``tokenizers`` BERT pipeline."""
-    spec = json.loads(path.read_text(encoding="utf-8"))
-    model, norm = spec.get("model") or {}, spec.get("normalizer") or {}
-    if model.get("type") != "WordPiece" or norm.get("type") != "BertNormalizer":
-        raise ValueError(f"{path} is not a BERT WordPiece tokenizer (model {model.get('type')}, "
-                         f"normalizer {norm.get('type')}); load it with transformers.AutoTokenizer instead")
-    return model["vocab"], {"do_lower_case": norm["lowercase"], "strip_accents": norm["strip_accents"],
-                            "tokenize_chinese_chars": norm["handle_chinese_chars"],
-                            "max_input_chars_per_word": model["max_input_chars_per_word"]}

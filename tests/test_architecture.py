@@ -130,8 +130,8 @@ def test_the_library_imports_nothing_built_on_it():
     assert not {m: t for m, t in upward.items() if t}, "the library imports from recipes/experiments/cli/course"
 
 
-CORE = {f"minibert.{name}" for name in ("config", "tokenizer", "vocabulary", "embeddings", "attention", "add_norm",
-                                         "model", "heads", "outputs", "hub", "atomic")}
+CORE = {f"minibert.{name}" for name in ("config", "tokenizer", "tokenizer_files", "vocabulary", "embeddings",
+                                         "attention", "add_norm", "model", "heads", "outputs", "hub", "atomic")}
 
 
 def test_the_model_core_stands_alone():

@@ -442,3 +442,34 @@ def test_stride_too_large_is_explained(ours, fast):
         ours(context, truncation=True, max_length=15, stride=13, return_overflowing_tokens=True)
     with pytest.raises(ValueError, match="stride must be an int >= 0"):
         ours(question, context, truncation="only_second", stride=-1)
+
+
+@pytest.mark.parametrize("content, complaint", [
+    ("{not json", "tokenizer_config.json is not valid JSON"),
+    ('["do_lower_case"]', "holds a JSON list"),
+    ('{"do_lower_case": "yes"}', "do_lower_case must be true or false, got 'yes'"),
+    ('{"strip_accents": 1}', "strip_accents must be true, false or null"),
+    ('{"model_max_length": -5}', "model_max_length must be a positive number of tokens, got -5"),
+    ('{"model_max_length": "512"}', "model_max_length must be a positive number"),
+])
+def test_a_broken_tokenizer_config_is_refused_by_name(hub_dir, tmp_path, content, complaint):
+    folder = tmp_path / "tokenizer"
+    BertTokenizer.from_pretrained(hub_dir).save_pretrained(folder)
+    (folder / "tokenizer_config.json").write_text(content)
+    with pytest.raises(ValueError, match=complaint):
+        BertTokenizer.from_pretrained(folder)
+
+
+def test_tokenizer_config_flags_win_over_tokenizer_json_as_in_transformers(hub_dir, tmp_path):
+    transformers = pytest.importorskip("transformers")
+    folder = tmp_path / "tokenizer"
+    BertTokenizer.from_pretrained(hub_dir).save_pretrained(folder)
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "do_lower_case": False,
+                                                              "model_max_length": 1e30}))
+    (folder / "vocab.txt").unlink()  # tokenizer.json (which lower-cases) is what both read
+    theirs = transformers.AutoTokenizer.from_pretrained(folder)
+    ours = BertTokenizer.from_pretrained(folder)
+    assert ours("Hello World")["input_ids"] == theirs("Hello World")["input_ids"]
+    assert ours.unk_token_id in ours("Hello World")["input_ids"]  # an uncased vocabulary, cased text
+    assert ours.model_max_length == 512  # transformers' 1e30 means "not set"
