@@ -92,9 +92,12 @@ class BertSelfAttention(nn.Module):
         if output_attentions:
             probs = self.dropout(attention_probabilities(q, k, mask))  # (B, nh, T, T)
             context = probs @ v
-        else:
+        else:  # the same mask as a number added to the scores: a row with no key to attend to (a sequence
+            # of padding only) then averages every value, as the explicit path and transformers do
+            additive = None if mask is None else torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill(
+                ~mask, torch.finfo(q.dtype).min)                                            # (B, 1, 1 or T, T)
             context = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=mask, dropout_p=self.dropout_p if self.training else 0.0)
+                q, k, v, attn_mask=additive, dropout_p=self.dropout_p if self.training else 0.0)
         if self.head_gate is not None:
             context = context * self.head_gate.view(1, -1, 1, 1)  # (B, nh, T, hs), one factor per head
         return self.merge_heads(context), probs

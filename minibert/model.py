@@ -168,6 +168,10 @@ class BertModel(BertPreTrainedModel):
                 token_type_ids: Tensor | None = None, output_attentions: bool = False,
                 output_hidden_states: bool = False) -> BaseModelOutput:
         check_inputs(self.config, input_ids, attention_mask, token_type_ids)
+        weights = self.embeddings.word_embeddings.weight
+        if input_ids.device.type == "meta" != weights.device.type:  # shapes without values: nothing to look up
+            raise ValueError(f"input_ids are on the meta device (shapes without values) and the model on {weights.device}; "
+                             "make them there: tokenizer(..., return_tensors='pt').to(next(model.parameters()).device)")
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
         hidden = self.embeddings(input_ids, token_type_ids)

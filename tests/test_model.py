@@ -282,3 +282,24 @@ def test_pre_ln_model_closes_with_a_layer_norm_and_round_trips(tmp_path):
     assert loaded.config.pre_layer_norm and torch.equal(loaded(ids).logits, model(ids).logits)
     hidden = loaded.bert(ids, output_hidden_states=True)
     torch.testing.assert_close(hidden.hidden_states[-1], hidden.last_hidden_state)
+
+
+def test_a_row_of_padding_only_gives_the_same_vectors_on_both_attention_paths():
+    """output_attentions switches from torch's fused attention to the explicit softmax; a sequence that is
+    all padding (a batch's filler row) must not depend on which one ran."""
+    torch.manual_seed(0)
+    model = BertModel(BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                 intermediate_size=64)).eval()
+    ids, mask = torch.tensor([[5, 6, 7], [8, 9, 10]]), torch.tensor([[1, 1, 0], [0, 0, 0]])
+    with torch.no_grad():
+        fused = model(input_ids=ids, attention_mask=mask).last_hidden_state
+        explicit = model(input_ids=ids, attention_mask=mask, output_attentions=True).last_hidden_state
+    torch.testing.assert_close(fused, explicit)
+    assert torch.isfinite(fused).all()
+
+
+def test_ids_on_the_meta_device_are_refused():
+    model = BertModel(BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                 intermediate_size=64))
+    with pytest.raises(ValueError, match="meta device"):
+        model(input_ids=torch.tensor([[5, 6]], device="meta"))
