@@ -374,3 +374,9 @@ def test_extend_from_starts_longer_inputs_from_the_trained_positions_and_segment
     for bad in (dict(init_from=None), dict(extend_from=128)):
         with pytest.raises(ValueError, match="extend_from"):
             PretrainSettings(**{**dict(init_from="x", extend_from=16), **bad})
+
+
+@pytest.mark.parametrize("length", [100_000, 4])
+def test_an_example_length_nobody_can_train_is_refused(length):
+    with pytest.raises(ValueError, match=f"max_seq_len must be from 8 to 8,192 tokens, got {length:,}"):
+        PretrainSettings(out="unused", max_seq_len=length)

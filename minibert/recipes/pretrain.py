@@ -50,6 +50,7 @@ from ..training import (
 from .run_record import refuse_changes, write_json
 
 DEFAULT_TOKENIZER = "sentence-transformers/all-MiniLM-L6-v2"  # the bert-base-uncased vocabulary
+MAX_SEQ_LEN = 8192  # a longer example is a typo here: a (T, T) score matrix per head and layer
 
 
 @dataclass(kw_only=True)
@@ -77,6 +78,10 @@ class TrainingSettings:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if not 8 <= self.max_seq_len <= MAX_SEQ_LEN:
+            raise ValueError(f"max_seq_len must be from 8 to {MAX_SEQ_LEN:,} tokens, got {self.max_seq_len:,}: an example "
+                             "needs room for [CLS], [SEP]s and words, and attention's memory grows with the square of "
+                             "the length (BERT trains at 128, then 512)")
         if not 0 < self.lr < float("inf"):
             raise ValueError(f"lr must be a positive number, got {self.lr} (BERT: 1e-4; small models 5e-4 to 1e-3)")
         if not (0 <= self.dropout < 1 and 0 <= self.warmup_ratio < 1):
