@@ -212,3 +212,18 @@ def test_a_results_file_from_another_setup_is_not_mixed_in(tmp_path):
         MaskingAblation(other, path)
     with pytest.raises(FileNotFoundError, match="minibert experiment masking"):
         load_results(tmp_path / "missing.json")
+
+
+@pytest.mark.parametrize("content, why", [('{"a": 1}', "it has no setup, runs, references"),
+                                          ("# My notes\n", "it is not JSON text"),
+                                          ("[1, 2]", "it holds a JSON list")])
+def test_a_grid_refuses_an_out_file_that_is_not_its_own(tmp_path, content, why):
+    from minibert.experiments.grid import read_results
+
+    path = tmp_path / "notes.json"
+    path.write_text(content)
+    with pytest.raises(ValueError, match=f"not the results file of a `minibert experiment` grid \\({why}\\)"):
+        read_results(path)
+    assert path.read_text() == content
+    path.write_text('{"setup": {}, "runs": [], "references": {}}')
+    assert read_results(path)["runs"] == []

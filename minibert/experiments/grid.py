@@ -23,6 +23,24 @@ from ..atomic import atomic_path
 from ..pretraining import unigram_loss
 from ..recipes.pretrain import PretrainSettings, TrainingSettings, held_out_data, make_tokenizer, score, training_data
 
+RESULT_KEYS = ("setup", "runs", "references")
+
+
+def read_results(path: str | os.PathLike) -> dict:
+    """A grid's results file (setup, command, references, runs, versions), or an error that names the file:
+    a grid goes on from its --out file and rewrites it, so a file that is not one of its own is refused."""
+    try:
+        stored = json.loads(Path(path).read_text(encoding="utf-8"))
+        why = None if isinstance(stored, dict) else f"it holds a JSON {type(stored).__name__}"
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        stored, why = None, "it is not JSON text"
+    if why is None and (any(key not in stored for key in RESULT_KEYS) or not isinstance(stored["runs"], list)):
+        why = f"it has no {', '.join(key for key in RESULT_KEYS if key not in stored) or 'list of runs'}"
+    if why:
+        raise ValueError(f"{path} is not the results file of a `minibert experiment` grid ({why}); if it is one, "
+                         "damaged, restore it; else choose a new --out file (this one is left as it is)")
+    return stored
+
 
 @dataclass(kw_only=True)
 class GridSetup(TrainingSettings):
@@ -95,7 +113,7 @@ class PretrainingGrid:
     def _load(self) -> tuple[list[dict], dict | None]:
         if self.results_path is None or not Path(self.results_path).exists():
             return [], None
-        stored = json.loads(Path(self.results_path).read_text())
+        stored = read_results(self.results_path)
         # A file from before a setting existed was made with that setting's default.
         defaults = {f.name: f.default for f in fields(self.setup) if f.default is not MISSING}
         if {**defaults, **stored["setup"]} != json.loads(json.dumps(asdict(self.setup))):

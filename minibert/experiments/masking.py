@@ -17,7 +17,6 @@ the file is not run again: an interrupted grid goes on where it stopped, and a l
 """
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import time
@@ -29,7 +28,7 @@ from ..analysis.probing import tagging_probe
 from ..config import PRESETS
 from ..pretraining import MLMMasking, PretrainingDataset
 from ..recipes.pretrain import make_model, make_trainer
-from .grid import GridSetup, PretrainingGrid
+from .grid import GridSetup, PretrainingGrid, read_results
 
 # MASK/SAME/RND shares of Table 8, in the paper's order.
 STRATEGIES = {"80/10/10": (0.8, 0.1, 0.1), "100/0/0": (1.0, 0.0, 0.0), "80/0/20": (0.8, 0.0, 0.2),
@@ -129,7 +128,7 @@ def load_results(path: str | os.PathLike) -> dict:
     if not path.exists():
         raise FileNotFoundError(f"no ablation results at {path}; make them with `minibert experiment masking "
                                 f"--out {path}`")
-    return json.loads(path.read_text())
+    return read_results(path)
 
 
 def summarize(runs: list[dict], metric: str) -> dict[tuple[str, float], tuple[float, float, int]]:
