@@ -483,3 +483,21 @@ def test_one_broken_notebook_costs_only_its_own_points_and_says_why(tmp_path, de
     scores = grading.autograde(tmp_path / "renamed", source=source, timeout=60)
     assert scores.notebooks["02_demo"]["softmax_tests"].error == "not submitted"
     assert scores.notebooks["01_demo"]["softmax_tests"].score == 2
+
+
+def test_a_failed_grading_reports_its_cause_not_nbgraders_summary():
+    from minibert.course.nbgrader_log import cause, kernel_trouble, without_stack_frames
+
+    log = without_stack_frames([
+        "[AutogradeApp | INFO] Converting notebook submitted/student/notebooks/07_sst2.ipynb",
+        "Traceback (most recent call last):",
+        '  File "nbclient/client.py", line 782, in _async_poll_for_reply',
+        "nbclient.exceptions.CellTimeoutError: A cell timed out while it was being executed, after 600 seconds.",
+        "[AutogradeApp | ERROR] There was an error processing assignment: notebooks",
+        "[AutogradeApp | ERROR] nbgrader could not grade 07_sst2.ipynb ... see the above traceback"])
+    assert not any("File " in line for line in log)
+    assert cause("\n".join(log)) == ("nbclient.exceptions.CellTimeoutError: A cell timed out while it was being "
+                                     "executed, after 600 seconds.")
+    assert not kernel_trouble("\n".join(log))  # the student's cell ran too long: no second try
+    assert kernel_trouble("nbclient.exceptions.DeadKernelError: Kernel died")
+    assert cause("just one line") == "just one line" and cause("") == "nbgrader gave no output"

@@ -20,7 +20,6 @@ it, the student release with the package for an LMS or JupyterHub (`minibert.cou
 import argparse
 import json
 import os
-import re
 import shlex
 import shutil
 import stat
@@ -33,6 +32,7 @@ from pathlib import Path
 import nbformat
 
 from . import release_zip, sandbox
+from .nbgrader_log import cause, kernel_trouble, without_stack_frames
 
 ASSIGNMENT = "notebooks"
 ZIP_NAME = f"{release_zip.FOLDER}.zip"
@@ -215,13 +215,17 @@ def _autograde_one(root: Path, submission_dir: Path, source, name: str, timeout:
         (course / private).chmod(0o700)
     for folder in (course / "source" / ASSIGNMENT, course / "submitted" / STUDENT / ASSIGNMENT):
         _through_last_test(folder / name, set(points))
+    autograde = ("autograde", f"--Execute.timeout={timeout}", f"--Execute.kernel_name={KERNEL}")
     try:
         _nbgrader(course, "generate_assignment", private=True)  # fills the gradebook with the test cells
-        _nbgrader(course, "autograde", f"--Execute.timeout={timeout}", f"--Execute.kernel_name={KERNEL}",
-                  private=True)
+        try:
+            _nbgrader(course, *autograde, private=True)
+        except GradingError as e:  # a kernel that died or started slowly under load: once more, not the student's fault
+            if not kernel_trouble(str(e)):
+                raise
+            _nbgrader(course, *autograde, "--force", private=True)
     except GradingError as e:
-        last = [line for line in str(e).splitlines() if line.strip()][-1]
-        return zero(f"nbgrader could not grade {name}: {last.strip()[:200]}")
+        return zero(f"nbgrader could not grade {name}: {cause(str(e))}")
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
         notebook = next(nb for nb in gradebook.find_submission(ASSIGNMENT, STUDENT).notebooks
                         if nb.name == Path(name).stem)
@@ -320,21 +324,7 @@ def _nbgrader(course: Path, command: str, *options: str, private: bool = False) 
     if result.returncode != 0:
         log = (result.stdout + result.stderr).splitlines()
         start = max([i for i, line in enumerate(log) if "Converting notebook" in line], default=0)
-        raise GradingError(f"nbgrader {command} failed:\n" + "\n".join(_without_stack_frames(log[start:])))
-
-
-def _without_stack_frames(log: list[str]) -> list[str]:
-    """The log with each traceback cut down to its last line, the exception and its message."""
-    kept, in_traceback = [], False
-    for line in log:
-        if "Traceback (most recent call last)" in line:
-            in_traceback = True
-        elif in_traceback and re.match(r"\s*[\w.]+(Error|Exception): ", line):
-            kept.append(line.strip())
-            in_traceback = False
-        elif not in_traceback:
-            kept.append(line)
-    return kept
+        raise GradingError(f"nbgrader {command} failed:\n" + "\n".join(without_stack_frames(log[start:])))
 
 
 def _with_errors(grades: dict[str, tuple[float, float]], autograded: Path,
