@@ -22,6 +22,7 @@ from minibert.pretraining import (
 from minibert.pretraining import tokenized as tokenized_module
 from minibert.pretraining.tokenized import TokenizedCorpus, tokenize_corpus
 from minibert.pretraining.wikipedia import held_out_titles, normalise_title, read_wikipedia, wikiextractor_to_documents
+from minibert.training import example_lengths
 
 # The shards that hold the four SQuAD dev articles the mirror's manifest names, and one without any.
 HELD_OUT_SHARDS = {"Doctor Who": "AA/wiki_58", "Oxygen": "AB/wiki_70", "Rhine": "AB/wiki_98", "Warsaw": "AC/wiki_54"}
@@ -116,6 +117,9 @@ def test_the_tokenized_corpus_is_the_teaching_path_as_arrays(tokenizer):
     for dataset in (flat, packed):  # the unigram plateau counted from the corpus equals counting the examples
         counts = np.bincount([i for e in dataset.examples for i in e["input_ids"]], minlength=tokenizer.vocab_size)
         assert np.array_equal(dataset.examples.token_counts(tokenizer.vocab_size), counts)
+        # ... and the lengths read from the spans' ends equal the made examples' (what group_by_length reads)
+        assert dataset.examples.lengths().tolist() == [len(e["input_ids"]) for e in dataset.examples]
+        assert example_lengths(dataset) == dataset.examples.lengths().tolist()
     held_out = [{"labels": [2003, -100, 1996, 9999]}]
     assert unigram_loss(flat.examples, held_out, tokenizer.vocab_size) == pytest.approx(
         unigram_loss(list(flat.examples), held_out, tokenizer.vocab_size))

@@ -31,6 +31,8 @@ class SpanExamples(Sequence):
 
     def __init__(self, corpus: TokenizedCorpus, spans: np.ndarray, cls_token_id: int, sep_token_id: int):
         self.corpus, self.spans, self.cls, self.sep = corpus, spans, cls_token_id, sep_token_id
+        # where documents start (an empty one where the next does): once, not at every packed example read
+        self.document_starts = np.unique(corpus.document_token_starts())
 
     def __len__(self) -> int:
         return len(self.spans)
@@ -40,7 +42,7 @@ class SpanExamples(Sequence):
             return [self[i] for i in range(*index.indices(len(self)))]
         row = self.spans[index].tolist()
         if len(row) == 2:  # a packed sequence: [CLS] text [SEP]
-            tokens = packed_tokens(self.corpus, *row, self.sep)
+            tokens = packed_tokens(self.corpus, *row, self.sep, self.document_starts)
             return {"input_ids": [self.cls, *tokens, self.sep], "token_type_ids": [0] * (len(tokens) + 2)}
         a, b = self.corpus.tokens(row[0], row[1]), self.corpus.tokens(row[2], row[3])
         return {"input_ids": [self.cls, *a, self.sep, *b, self.sep],                       # [CLS] A [SEP] B [SEP]
@@ -59,10 +61,19 @@ class SpanExamples(Sequence):
         if pairs:
             counts[self.sep] += 2 * len(self)
         else:  # one closing [SEP] each, and one before every document that starts inside a sequence
-            starts = np.unique(self.corpus.document_token_starts())
-            inside = np.searchsorted(starts, self.spans[:, 1], "left") - np.searchsorted(starts, self.spans[:, 0], "right")
-            counts[self.sep] += len(self) + int(inside.sum())
+            counts[self.sep] += len(self) + int(self.documents_inside().sum())
         return counts
+
+    def documents_inside(self) -> np.ndarray:
+        """(N,) for packed sequences: how many documents start inside each (each gets a [SEP] before it)."""
+        starts = self.document_starts
+        return np.searchsorted(starts, self.spans[:, 1], "left") - np.searchsorted(starts, self.spans[:, 0], "right")
+
+    def lengths(self) -> np.ndarray:
+        """(N,) tokens in each example, [CLS] and [SEP]s included, without making the examples."""
+        if self.spans.shape[1] == 5:  # [CLS] A [SEP] B [SEP]
+            return self.spans[:, 1] - self.spans[:, 0] + self.spans[:, 3] - self.spans[:, 2] + 3
+        return self.spans[:, 1] - self.spans[:, 0] + 2 + self.documents_inside()  # [CLS] text [SEP]
 
 
 class PretrainingDataset(Dataset):

@@ -187,9 +187,12 @@ def packed_spans(corpus: TokenizedCorpus, max_seq_len: int) -> np.ndarray:
     return np.asarray(sequences, dtype=np.int64).reshape(-1, 2)
 
 
-def packed_tokens(corpus: TokenizedCorpus, start: int, end: int, sep_token_id: int) -> list[int]:
-    """The text ``ids[start:end]`` with a ``[SEP]`` before each document that starts inside it."""
-    document_starts = np.unique(corpus.document_token_starts())  # an empty document starts where the next does
+def packed_tokens(corpus: TokenizedCorpus, start: int, end: int, sep_token_id: int,
+                  document_starts: np.ndarray | None = None) -> list[int]:
+    """The text ``ids[start:end]`` with a ``[SEP]`` before each document that starts inside it.
+    ``document_starts``: ``np.unique(corpus.document_token_starts())``, computed once by a caller that reads many."""
+    if document_starts is None:
+        document_starts = np.unique(corpus.document_token_starts())  # an empty document starts where the next does
     inside = document_starts[(document_starts > start) & (document_starts < end)]
     tokens, previous = [], start
     for boundary in inside.tolist():

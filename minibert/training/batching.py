@@ -48,6 +48,8 @@ def example_lengths(data) -> list[int]:
         ids = data["input_ids"]
     elif isinstance(getattr(data, "input_ids", None), list):               # e.g. SquadFeatures
         ids = data.input_ids
+    elif hasattr(getattr(data, "examples", None), "lengths"):              # pre-training spans: from their ends
+        return data.examples.lengths().tolist()
     else:
         ids = (data[i]["input_ids"] for i in range(len(data)))
     return [len(x) for x in ids]
