@@ -174,11 +174,48 @@ def test_student_code_cannot_reach_hidden_tests_or_the_gradebook(grader_account,
     notebooks it could still read (the fixture, in a world-readable checkout) are named in a warning."""
     if grader_account is None:
         pytest.skip("only a grader started as root switches student code to another user")
-    submission = submit(demo_release, tmp_path / "submission", softmax=SNOOPING_SOFTMAX)
+    instructor = FIXTURE.resolve() / "01_demo.ipynb"
+    hides = sandbox.can_hide()  # root with mount namespaces: the readable instructor notebooks are emptied
+    reads = f"\nassert (Path({str(instructor)!r}).read_bytes() == b'') == {hides}, 'instructor notebook'\n"
+    submission = submit(demo_release, tmp_path / "submission", softmax=SNOOPING_SOFTMAX + reads)
     scores = grading.autograde(submission, source=FIXTURE)
     assert marks(scores)["softmax_tests"] == (2, 2), scores.table()
     warning = capsys.readouterr().err
-    assert "student code runs as nobody, who can read" in warning and str(FIXTURE.resolve()) in warning
+    if hides:
+        assert "who can read" not in warning
+    else:
+        assert "student code runs as nobody, who can read" in warning and str(instructor.parent) in warning
+
+
+LEAVES_A_PROCESS = """import os, subprocess, sys
+from minibert.course.sandbox import SUBMISSION_IDS
+assert os.getuid() in SUBMISSION_IDS and os.getgid() == os.getuid() and not os.getgroups(), "an identity of its own"
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(31337)"], start_new_session=True)
+""" + STABLE_SOFTMAX
+
+
+def test_each_submission_runs_as_its_own_identity_and_leaves_no_process(grader_account, demo_release, tmp_path):
+    """A detached process started by one submission used to outlive its kernel, as the same `nobody` as the
+    next student's kernels: it could kill them or copy their work. Now every graded notebook runs as a user id
+    of its own, and every process of that id is ended when its grading ends."""
+    if grader_account is None:
+        pytest.skip("only a grader started as root switches student code to another user")
+
+    def sleepers():
+        return [p for p in Path("/proc").glob("[0-9]*/cmdline") if b"31337" in _read(p)]
+
+    first = submit(demo_release, tmp_path / "first", softmax=LEAVES_A_PROCESS)
+    assert marks(grading.autograde(first, source=FIXTURE))["softmax_tests"] == (2, 2)
+    assert not sleepers(), "the detached process outlived the grading"
+    second = submit(demo_release, tmp_path / "second", softmax=STABLE_SOFTMAX)
+    assert marks(grading.autograde(second, source=FIXTURE))["softmax_tests"] == (2, 2)
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:  # the process ended meanwhile
+        return b""
 
 
 def test_links_in_a_submission_are_not_followed(demo_release, tmp_path):

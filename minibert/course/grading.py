@@ -171,7 +171,8 @@ def autograde(submission_dir, source="notebooks", timeout=600, run_as: str | Non
     if user is None and hasattr(os, "geteuid") and os.geteuid() == 0:
         print("warning: student code runs as root (--run-as root): it can read the hidden tests and change "
               "anything; do this only in a throwaway container", file=sys.stderr)
-    if exposed:
+    hidden = [p.resolve() for p in exposed] if exposed and sandbox.can_hide() else []  # emptied for the kernel
+    if exposed and not hidden:
         folders = sorted({str(p.parent.resolve()) for p in exposed})
         print(f"warning: student code runs as {user.pw_name}, who can read {len(exposed)} of the instructor "
               f"notebooks or submissions (in {', '.join(folders)}): a submission could copy hidden tests or "
@@ -181,11 +182,11 @@ def autograde(submission_dir, source="notebooks", timeout=600, run_as: str | Non
         if user:
             Path(tmp).chmod(sandbox.TRAVERSE_ONLY)
         return Scores({Path(name).stem: _autograde_one(Path(tmp) / Path(name).stem, submission_dir, source, name,
-                                                       timeout, user) for name in sorted(graded)})
+                                                       timeout, user, hidden) for name in sorted(graded)})
 
 
 def _autograde_one(root: Path, submission_dir: Path, source, name: str, timeout: int,
-                   user=None) -> dict[str, CellGrade]:
+                   user=None, hidden=()) -> dict[str, CellGrade]:
     """One notebook's grades: nbgrader's, or zero for every test cell with the reason it could not run."""
     from nbgrader.api import Gradebook  # imported here: nbgrader takes seconds to import
 
@@ -206,26 +207,31 @@ def _autograde_one(root: Path, submission_dir: Path, source, name: str, timeout:
     except Exception as e:  # JSON, schema or encoding: whatever keeps it from being a notebook
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         return zero(f"{name} is not a readable notebook ({first[:120]}); submit the file Jupyter saved")
-    course = _course(root, source, only=[name], user=user)
-    others = {nb.name for nb in submission_dir.glob("*.ipynb")} - {name}
-    shutil.copytree(submission_dir, course / "submitted" / STUDENT / ASSIGNMENT,
-                    ignore=lambda d, names: IGNORED(d, names) | _not_plain_files(d, names) |
-                    (others if Path(d) == submission_dir else set()))
-    for private in ("source", "submitted"):  # the instructor copy, hidden tests included: root's only
-        (course / private).chmod(0o700)
-    for folder in (course / "source" / ASSIGNMENT, course / "submitted" / STUDENT / ASSIGNMENT):
-        _through_last_test(folder / name, set(points))
-    autograde = ("autograde", f"--Execute.timeout={timeout}", f"--Execute.kernel_name={KERNEL}")
+    uid = sandbox.reserve_identity() if user else None  # this notebook's own: nothing it starts outlives its grading
     try:
-        _nbgrader(course, "generate_assignment", private=True)  # fills the gradebook with the test cells
+        course = _course(root, source, only=[name], user=user, uid=uid, hidden=hidden)
+        others = {nb.name for nb in submission_dir.glob("*.ipynb")} - {name}
+        shutil.copytree(submission_dir, course / "submitted" / STUDENT / ASSIGNMENT,
+                        ignore=lambda d, names: IGNORED(d, names) | _not_plain_files(d, names) |
+                        (others if Path(d) == submission_dir else set()))
+        for private in ("source", "submitted"):  # the instructor copy, hidden tests included: root's only
+            (course / private).chmod(0o700)
+        for folder in (course / "source" / ASSIGNMENT, course / "submitted" / STUDENT / ASSIGNMENT):
+            _through_last_test(folder / name, set(points))
+        autograde = ("autograde", f"--Execute.timeout={timeout}", f"--Execute.kernel_name={KERNEL}")
         try:
-            _nbgrader(course, *autograde, private=True)
-        except GradingError as e:  # a kernel that died or started slowly under load: once more, not the student's fault
-            if not kernel_trouble(str(e)):
-                raise
-            _nbgrader(course, *autograde, "--force", private=True)
-    except GradingError as e:
-        return zero(f"nbgrader could not grade {name}: {cause(str(e))}")
+            _nbgrader(course, "generate_assignment", private=True)  # fills the gradebook with the test cells
+            try:
+                _nbgrader(course, *autograde, private=True)
+            except GradingError as e:  # a kernel that died or started slowly under load: once more, not the student's fault
+                if not kernel_trouble(str(e)):
+                    raise
+                _nbgrader(course, *autograde, "--force", private=True)
+        except GradingError as e:
+            return zero(f"nbgrader could not grade {name}: {cause(str(e))}")
+    finally:
+        if uid is not None:
+            sandbox.release_identity(uid)
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
         notebook = next(nb for nb in gradebook.find_submission(ASSIGNMENT, STUDENT).notebooks
                         if nb.name == Path(name).stem)
@@ -287,9 +293,10 @@ def _through_last_test(notebook: Path, test_ids: set[str]) -> None:
         nbformat.write(nb, notebook)
 
 
-def _course(root: Path, source, only=None, user=None) -> Path:
+def _course(root: Path, source, only=None, user=None, uid=None, hidden=()) -> Path:
     """A fresh nbgrader course directory holding ``source`` (or only its notebooks ``only``), whose
-    kernel runs as ``user`` (a pwd entry) when given."""
+    kernel runs as ``user`` (a pwd entry) when given, as the bare id ``uid`` when given, with the files
+    ``hidden`` emptied (`minibert.course.sandbox`)."""
     source = Path(source)
     skip = set()
     if only is not None:
@@ -301,7 +308,8 @@ def _course(root: Path, source, only=None, user=None) -> Path:
     argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
     if user is not None:
         argv = [sys.executable, "-m", "minibert.course.sandbox", "--user", user.pw_name, "--course", str(root),
-                "--", *argv]
+                *(["--uid", str(uid)] if uid is not None else []),
+                *(option for path in hidden for option in ("--hide", str(path))), "--", *argv]
     (kernel / "kernel.json").write_text(json.dumps({
         "argv": argv,
         "display_name": "Python (minibert grader)", "language": "python"}))
@@ -319,10 +327,15 @@ def _nbgrader(course: Path, command: str, *options: str, private: bool = False) 
            "PATH": prepend("PATH", Path(sys.executable).parent),  # the gradebook shells out to `alembic`
            "JUPYTER_PATH": prepend("JUPYTER_PATH", course / "jupyter")}  # finds our kernelspec first
     args = [sys.executable, "-m", "nbgrader", command, ASSIGNMENT, f"--CourseDirectory.root={course}", *options]
-    result = subprocess.run(args, cwd=course, env=env, capture_output=True, text=True,
-                            umask=sandbox.PRIVATE_UMASK if private else -1)
+    # The log goes to a file, not a pipe: a process the student's code left running (it inherits the kernel's
+    # output) would hold a pipe open, and reading to its end would wait for that process, forever.
+    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as output:
+        result = subprocess.run(args, cwd=course, env=env, stdout=output, stderr=subprocess.STDOUT,
+                                umask=sandbox.PRIVATE_UMASK if private else -1)
+        output.seek(0)
+        text = output.read()
     if result.returncode != 0:
-        log = (result.stdout + result.stderr).splitlines()
+        log = text.splitlines()
         start = max([i for i, line in enumerate(log) if "Converting notebook" in line], default=0)
         raise GradingError(f"nbgrader {command} failed:\n" + "\n".join(without_stack_frames(log[start:])))
 

@@ -21,8 +21,11 @@ INSTRUCTORS.md says what remains the grader's part (a container or VM, no networ
     python -m minibert.course.sandbox --user nobody --course ROOT -- PYTHON -m ipykernel_launcher -f FILE
 """
 import argparse
+import ctypes
 import os
+import resource
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -35,6 +38,14 @@ except ImportError:  # Windows: no users to switch to; student code runs as the 
 DEFAULT_USER = "nobody"
 PRIVATE_UMASK = 0o077  # what nbgrader writes while grading: root's only
 TRAVERSE_ONLY = 0o711  # folders between the course root and the kernel's folder: enter, but not list
+# One identity per graded notebook: user and group ids that no account has, so that a process one submission
+# leaves behind can neither signal the next one's kernel nor read its files, and can be found and ended.
+SUBMISSION_IDS = range(1_700_000, 1_800_000)
+# Bounds on what one submission's kernel may take, so that it cannot stop the batch: processes and threads
+# (a fork bomb), the size of any file it writes (a full disk), core dumps, and memory (address space).
+LIMITS = {"RLIMIT_NPROC": 4096, "RLIMIT_FSIZE": 2 * 2**30, "RLIMIT_CORE": 0, "RLIMIT_AS": 32 * 2**30}
+IDS_HELD = Path("/run/minibert-grader-ids") if Path("/run").is_dir() else Path("/tmp/minibert-grader-ids")
+CLONE_NEWNS, MS_BIND, MS_REC, MS_PRIVATE = 0x00020000, 4096, 16384, 1 << 18
 
 
 class SandboxError(RuntimeError):
@@ -102,35 +113,130 @@ def check_user(user, private: list[Path]) -> list[Path]:
     return [Path(path) for kind, path in found if kind == "readable"]
 
 
-def hand_over(folder: Path, course: Path, user) -> None:
-    """Give ``folder`` (and everything in it) to ``user``; let it reach ``folder`` from ``course``."""
+def hand_over(folder: Path, course: Path, uid: int, gid: int) -> None:
+    """Give ``folder`` (and everything in it) to ``uid``; let it reach ``folder`` from ``course``."""
     for place in [course, *reversed(folder.relative_to(course).parents[:-1])]:
         (course / place).chmod(TRAVERSE_ONLY)
     for here, dirs, files in os.walk(folder):
         for name in [here, *(os.path.join(here, n) for n in dirs + files)]:
-            os.chown(name, user.pw_uid, user.pw_gid, follow_symlinks=False)
+            os.chown(name, uid, gid, follow_symlinks=False)
 
 
-def launch(user_name: str, course: Path, command: list[str]) -> None:
-    """Become the kernel ``command`` as ``user_name``, in the current folder (never returns)."""
-    user = pwd.getpwnam(user_name)
+def reserve_identity() -> int:
+    """A user (and group) id of `SUBMISSION_IDS` that no account has, no process runs as, and no other grading
+    (a thread or another grader on this machine) holds: a file created exclusively in `IDS_HELD` marks it."""
+    IDS_HELD.mkdir(mode=0o700, exist_ok=True)
+    taken = {entry.pw_uid for entry in pwd.getpwall()} | {uid for _, uid in processes()}
+    for uid in SUBMISSION_IDS:
+        if uid in taken:
+            continue
+        try:
+            os.close(os.open(IDS_HELD / str(uid), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        except FileExistsError:
+            continue
+        return uid
+    raise SandboxError(f"every grading id of {SUBMISSION_IDS} is held: remove {IDS_HELD} if no grader is running")
+
+
+def release_identity(uid: int) -> None:
+    """End every process of ``uid`` and give the id back."""
+    end_processes(uid)
+    (IDS_HELD / str(uid)).unlink(missing_ok=True)
+
+
+def processes() -> list[tuple[int, int]]:
+    """(pid, real user id) of every process on the machine (Linux: read from /proc)."""
+    found = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            uid = next(line.split()[1] for line in status.read_text().splitlines() if line.startswith("Uid:"))
+        except (OSError, StopIteration):  # gone meanwhile
+            continue
+        found.append((int(status.parent.name), int(uid)))
+    return found
+
+
+def end_processes(uid: int) -> int:
+    """Kill every process running as ``uid`` (a submission's identity), again until none is left (one may
+    fork while others die); how many were killed. A submission's detached processes end with its grading."""
+    killed = 0
+    for _ in range(50):
+        left = [pid for pid, owner in processes() if owner == uid]
+        if not left:
+            break
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except ProcessLookupError:
+                pass
+    return killed
+
+
+def hide(paths: list[Path], empty: Path) -> None:
+    """In a mount namespace of this process's own, lay ``empty`` (an empty file) over each of ``paths``: the
+    kernel and everything it starts see empty files where the instructor notebooks are. Needs root with
+    CAP_SYS_ADMIN (OSError otherwise; `can_hide` asks first)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def check(result: int, what: str) -> None:
+        if result != 0:
+            error = ctypes.get_errno()
+            raise OSError(error, f"{what}: {os.strerror(error)}")
+
+    check(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+    check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")  # nothing leaks out
+    for path in paths:
+        check(libc.mount(os.fsencode(empty), os.fsencode(path), None, MS_BIND, None), f"bind {empty} over {path}")
+
+
+def can_hide() -> bool:
+    """Whether this machine lets the grader hide files from a kernel (`hide`): root, and allowed to make a
+    mount namespace (a container started without CAP_SYS_ADMIN is not)."""
+    if pwd is None or os.geteuid() != 0 or not sys.platform.startswith("linux"):
+        return False
+    probe = "import sys; from minibert.course.sandbox import hide; hide([], None)"
+    return subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0
+
+
+def limit_resources() -> None:
+    for name, most in LIMITS.items():
+        soft, hard = resource.getrlimit(getattr(resource, name))
+        most = most if hard == resource.RLIM_INFINITY else min(most, hard)
+        resource.setrlimit(getattr(resource, name), (most, most))
+
+
+def launch(user_name: str, course: Path, command: list[str], uid: int | None = None,
+           hidden: tuple[Path, ...] = ()) -> None:
+    """Become the kernel ``command`` as ``user_name`` (or as the bare id ``uid``: one of its own for each
+    submission), in the current folder, with ``hidden`` files emptied and resources bounded (never returns)."""
+    account = pwd.getpwnam(user_name)
+    uid = account.pw_uid if uid is None else uid
+    gid = account.pw_gid if uid == account.pw_uid else uid
+    name = account.pw_name if uid == account.pw_uid else f"grader-{uid}"
     home = course / "home"
     home.mkdir(mode=0o700, exist_ok=True)
-    os.chown(home, user.pw_uid, user.pw_gid)
-    hand_over(Path.cwd(), course, user)
+    os.chown(home, uid, gid)
+    hand_over(Path.cwd(), course, uid, gid)
     if "-f" in command:  # the connection file: nbgrader writes it private to root
         at = command.index("-f") + 1
         copy = home / "connection.json"
         shutil.copyfile(command[at], copy)
-        os.chown(copy, user.pw_uid, user.pw_gid)
+        os.chown(copy, uid, gid)
         command = [*command[:at], str(copy), *command[at + 1:]]
+    if hidden:
+        empty = course / "empty"
+        empty.write_bytes(b"")
+        empty.chmod(0o444)
+        hide(list(hidden), empty)
     # the grader's data and models are read where they are; data they lack is fetched into the new home
     os.environ.update({variable: str(folder) for variable, folder in caches().items()})
     os.environ["MINIBERT_DATA_DIR"] = str(home / "data")
-    os.environ.update(HOME=str(home), USER=user.pw_name, LOGNAME=user.pw_name)
+    os.environ.update(HOME=str(home), USER=name, LOGNAME=name)
+    limit_resources()
     os.setgroups([])
-    os.setgid(user.pw_gid)
-    os.setuid(user.pw_uid)
+    os.setgid(gid)
+    os.setuid(uid)
     os.execv(command[0], command)
 
 
@@ -138,12 +244,14 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m minibert.course.sandbox", description=__doc__.split("\n")[0])
     parser.add_argument("--user", required=True, help="the unprivileged account the kernel runs as")
     parser.add_argument("--course", required=True, type=Path, help="the throwaway nbgrader course folder")
+    parser.add_argument("--uid", type=int, help="run as this bare user and group id (one per submission)")
+    parser.add_argument("--hide", type=Path, action="append", default=[], help="a file the kernel must not read")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the kernel's command line")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no kernel command after --")
-    launch(args.user, args.course.resolve(), command)
+    launch(args.user, args.course.resolve(), command, args.uid, tuple(args.hide))
     return 1
 
 
