@@ -10,8 +10,12 @@ So when the grader is root, its kernelspec starts each kernel through this modul
 - copies the connection file (written by nbgrader, readable by root only) into a private home;
 - points the kernel at the grader's data folder and model cache (read where they are; data they
   lack is fetched into the private home);
-- drops every group and switches to the user (``nobody`` unless the grader says otherwise),
-  then becomes the kernel (``exec``: same process, so nbgrader's interrupts and kills still reach it).
+- drops every group and switches to a user id of that notebook's own (`reserve_identity`; the account,
+  ``nobody`` unless the grader says otherwise, is what the grader checks the kernel can read), with its
+  resources bounded (`LIMITS`) and, where the machine allows, the instructor notebooks it could read
+  emptied in a mount namespace of its own (`hide`), then becomes the kernel (``exec``: same process, so
+  nbgrader's interrupts and kills still reach it); when the grading ends, every process of that id is
+  killed (`release_identity`).
 
 The rest of the throwaway course folder (instructor copy, gradebook) is created private to root
 (``PRIVATE_UMASK``), so the kernel cannot open it. What this cannot protect is what the user may
@@ -200,6 +204,7 @@ def can_hide() -> bool:
 
 
 def limit_resources() -> None:
+    """Apply `LIMITS` to this process and what it starts (never above a hard limit the grader already has)."""
     for name, most in LIMITS.items():
         soft, hard = resource.getrlimit(getattr(resource, name))
         most = most if hard == resource.RLIM_INFINITY else min(most, hard)
