@@ -538,3 +538,21 @@ def test_a_failed_grading_reports_its_cause_not_nbgraders_summary():
     assert not kernel_trouble("\n".join(log))  # the student's cell ran too long: no second try
     assert kernel_trouble("nbclient.exceptions.DeadKernelError: Kernel died")
     assert cause("just one line") == "just one line" and cause("") == "nbgrader gave no output"
+
+
+SILENCES_THE_TESTS = NAIVE_SOFTMAX + """
+get_ipython().input_transformers_post.append(lambda lines: ["pass\\n"])  # every later cell runs as nothing
+"""
+
+
+def test_a_submission_that_makes_later_cells_run_as_nothing_scores_zero(demo_release, tmp_path):
+    """One line in an answer used to turn the hidden tests into `pass`, and a wrong answer into full marks.
+    Each test cell of the grader's copy now ends by printing a one-time token: a test that ends without an
+    error and without its token did not run, and scores zero with the reason."""
+    from minibert.course import canary
+
+    submission = submit(demo_release, tmp_path / "submission", softmax=SILENCES_THE_TESTS)
+    grades = grading.autograde(submission, source=FIXTURE).notebooks["01_demo"]
+    assert (grades["softmax_tests"].score, grades["softmax_tests"].error) == (0.0, canary.REASON)
+    honest = submit(demo_release, tmp_path / "honest", softmax=STABLE_SOFTMAX)
+    assert marks(grading.autograde(honest, source=FIXTURE))["softmax_tests"] == (2, 2)

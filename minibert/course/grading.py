@@ -31,7 +31,7 @@ from pathlib import Path
 
 import nbformat
 
-from . import release_zip, sandbox
+from . import canary, release_zip, sandbox
 from .nbgrader_log import cause, kernel_trouble, without_stack_frames
 
 ASSIGNMENT = "notebooks"
@@ -218,6 +218,7 @@ def _autograde_one(root: Path, submission_dir: Path, source, name: str, timeout:
             (course / private).chmod(0o700)
         for folder in (course / "source" / ASSIGNMENT, course / "submitted" / STUDENT / ASSIGNMENT):
             _through_last_test(folder / name, set(points))
+        token = canary.plant(course / "source" / ASSIGNMENT / name)  # each test cell proves it ran
         autograde = ("autograde", f"--Execute.timeout={timeout}", f"--Execute.kernel_name={KERNEL}")
         try:
             _nbgrader(course, "generate_assignment", private=True)  # fills the gradebook with the test cells
@@ -237,7 +238,11 @@ def _autograde_one(root: Path, submission_dir: Path, source, name: str, timeout:
                         if nb.name == Path(name).stem)
         grades = {g.name: (g.score, g.max_score) for g in notebook.grades}
     present = {c.metadata.get("nbgrader", {}).get("grade_id") for c in nbformat.read(submitted, as_version=4).cells}
-    return _with_errors(grades, course / "autograded" / STUDENT / ASSIGNMENT / name, present)
+    autograded = course / "autograded" / STUDENT / ASSIGNMENT / name
+    scored = _with_errors(grades, autograded, present)
+    for grade_id in canary.did_not_run(autograded, token) & set(scored):
+        scored[grade_id] = CellGrade(0.0, scored[grade_id].max_score, canary.REASON)
+    return scored
 
 
 def _not_plain_files(folder, names) -> set[str]:
