@@ -2,6 +2,7 @@
 next-token labels, the no-mask objective, the Figure 3 masks, and a small grid end to end."""
 import json
 import os
+import statistics
 import sys
 
 import pytest
@@ -13,6 +14,7 @@ from minibert.experiments.bidirectionality import (
     BidirectionalitySetup,
     NextTokenData,
     bidirectionality_grid,
+    curve_summary,
     next_token_labels,
     summary,
     table,
@@ -113,3 +115,17 @@ def test_no_sentiment_probe_needs_no_sst2_and_no_datasets(tmp_path, monkeypatch)
     assert "sst2_accuracy" not in runs[0] and 0 <= runs[0]["pos_accuracy"] <= 1
     assert not {"untrained_sst2_accuracy", "majority_sst2_accuracy"} & set(grid.references)
     assert "SST-2" in table(runs) and "%" in table(runs).splitlines()[1]
+
+
+def test_curve_summary_averages_seeds_at_the_steps_every_seed_has():
+    def run(objective, seed, points):
+        return {"objective": objective, "seed": seed, "curve": [{"step": s, "hidden_pos_accuracy": a} for s, a in points]}
+
+    runs = [run("mlm", 0, [(10, 0.2), (20, 0.4)]), run("mlm", 1, [(10, 0.3), (20, 0.6), (30, 0.9)]),
+            run("ltr", 0, [(10, 0.5)]), {"objective": "no-mask", "seed": 0}]   # a run without a curve is left out
+    curves = curve_summary(runs, "hidden_pos_accuracy")
+    assert set(curves) == {"mlm", "ltr"}
+    (step, mean, sd, n), (step2, mean2, _, _) = curves["mlm"]   # step 30: only one seed has it
+    assert (step, n, step2) == (10, 2, 20) and mean == pytest.approx(0.25) and mean2 == pytest.approx(0.5)
+    assert sd == pytest.approx(statistics.stdev([0.2, 0.3]))
+    assert curves["ltr"] == [(10, 0.5, 0.0, 1)]

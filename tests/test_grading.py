@@ -378,7 +378,8 @@ def _names(source: str) -> tuple[set[str], set[str]]:
 def test_course_unsolved_exercises_do_not_stop_run_all(notebook):
     """00 promises that an unsolved exercise never blocks the rest of the notebook. Its solution and test
     cells carry Jupyter's ``raises-exception`` tag, so Run All goes on past their errors (JupyterLab,
-    nbclient and nbval all read it), and no later cell needs a name that only a solution cell defines."""
+    nbclient and nbval all read it), and no later cell needs a name that only a solution cell defines,
+    unless it carries the tag too (a cell that puts the student's answer to use)."""
     nb = nbformat.read(COURSE / f"{notebook}.ipynb", as_version=4)
     only_in_solutions, untagged, needs = set(), [], {}
     for i, cell in enumerate(c for c in nb.cells if c.cell_type == "code"):
@@ -390,7 +391,8 @@ def test_course_unsolved_exercises_do_not_stop_run_all(notebook):
             if meta.get("solution"):
                 only_in_solutions |= bound
             continue
-        if read & only_in_solutions - bound:
+        goes_on = "raises-exception" in cell.metadata.get("tags", [])  # e.g. a cell that shows the student's answer
+        if read & only_in_solutions - bound and not goes_on:
             needs[i] = sorted(read & only_in_solutions - bound)
         only_in_solutions -= bound
     assert not untagged, f"{notebook}: exercise cells without the raises-exception tag: {untagged}"

@@ -225,6 +225,21 @@ def summary(runs: list[dict]) -> dict[str, dict[str, tuple[float, float, int]]]:
     return out
 
 
+def curve_summary(runs: list[dict], measure: str) -> dict[str, list[tuple[int, float, float, int]]]:
+    """objective -> [(step, mean, standard deviation over seeds, seeds), ...] of ``measure`` along training
+    (runs made with ``curve_points``); a step is kept only where every seed of the objective was measured."""
+    out = {}
+    for objective in OBJECTIVES:
+        curves = [{point["step"]: point[measure] for point in r["curve"]}
+                  for r in runs if r["objective"] == objective and "curve" in r]
+        steps = sorted(set.intersection(*(set(c) for c in curves))) if curves else []
+        if steps:
+            out[objective] = [(step, statistics.mean(c[step] for c in curves),
+                               statistics.stdev(c[step] for c in curves) if len(curves) > 1 else 0.0, len(curves))
+                              for step in steps]
+    return out
+
+
 def table(runs: list[dict]) -> str:
     rows = [f"{'objective':9s} {'train loss':>11s} {'blank loss':>11s} {'next-token':>11s} {'POS probe':>10s} "
             f"{'hidden POS':>10s} {'SST-2 probe':>11s}"]

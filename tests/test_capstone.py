@@ -1,0 +1,126 @@
+"""Notebook 03's capstone, the student's own BERT, graded by its own test cells: run here directly (no
+nbgrader, seconds) in a namespace built as the notebook builds it, with the instructor's solution and
+with answers that must not pass: a model that wraps the library, one that calls it by a back door, a
+pre-LN wiring, and a loader that lets transformers do the reading. nbgrader's own autograde of the
+whole notebook (full marks for the solutions, zero for the release) is in test_grading.py."""
+from pathlib import Path
+
+import nbformat
+import pytest
+from offline import minilm_tokenizer
+
+NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "03_the_encoder.ipynb"
+
+
+def cells() -> dict[str, str]:
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    named = {c.metadata["nbgrader"]["grade_id"]: c.source for c in nb.cells if "grade_id" in c.metadata.get("nbgrader", {})}
+    code = [c.source for c in nb.cells if c.cell_type == "code"]
+    named["parameters"] = code[0]
+    named["setup"] = "\n".join(line for line in code[1].splitlines() if not line.startswith("%"))
+    return named
+
+
+@pytest.fixture(scope="module")
+def notebook() -> dict[str, str]:
+    minilm_tokenizer()  # MiniLM in the Hub cache, or a skip (a failure in CI)
+    return cells()
+
+
+def kernel(notebook) -> dict:
+    """A namespace holding what the notebook has defined before the capstone."""
+    namespace = {"__name__": "__main__"}
+    exec(notebook["parameters"], namespace)
+    exec(notebook["setup"], namespace)
+    exec("from huggingface_hub import hf_hub_download", namespace)
+    return namespace
+
+
+def grade(notebook, **answers) -> dict[str, str | None]:
+    """Each test cell of the capstone run after its solution cell (the instructor's, unless ``answers``
+    replaces it): None where it passed, else the error it raised."""
+    namespace, outcome = kernel(notebook), {}
+    for solution, tests in [("ex03_my_bert", "ex03_my_bert_tests"), ("ex03_my_minilm", "ex03_my_minilm_tests")]:
+        exec(answers.get(solution, notebook[solution]), namespace)
+        try:
+            exec(notebook[tests], namespace)
+            outcome[tests] = None
+        except Exception as e:  # noqa: BLE001 - a test cell fails on any error, as under nbgrader
+            outcome[tests] = f"{type(e).__name__}: {e}"
+    return outcome
+
+
+def test_the_solutions_pass_every_test_of_the_capstone(notebook):
+    assert grade(notebook) == {"ex03_my_bert_tests": None, "ex03_my_minilm_tests": None}
+
+
+def test_a_bert_that_wraps_the_library_gets_nothing(notebook):
+    wrapped = notebook["ex03_my_bert"].replace("class MyBert(nn.Module):", "class _Honest(nn.Module):") + """
+
+class MyBert(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.inner = BertModel(config)
+        self.layers = self.inner.encoder.layer
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None):
+        out = self.inner(input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask)
+        return out.last_hidden_state, out.pooler_output
+
+
+def load_bert_weights(my_bert, state_dict):
+    my_bert.inner.load_state_dict({k.removeprefix("bert."): v for k, v in state_dict.items()}, strict=False)
+"""
+    outcome = grade(notebook, ex03_my_bert=wrapped)
+    assert outcome["ex03_my_bert_tests"].startswith("AssertionError") and "minibert.model" in outcome["ex03_my_bert_tests"]
+
+
+def test_a_back_door_to_the_library_is_refused(notebook):
+    """Honest parameters and loader, but the arithmetic handed to the library's BertModel, found by a name
+    built at run time (no reading of the code can see it): the library's forward raises while the tests run."""
+    back_door = notebook["ex03_my_bert"] + """
+
+_Honest, _honest_load = MyBert, load_bert_weights
+
+
+class MyBert(_Honest):
+    def __init__(self, config):
+        super().__init__(config)
+        self.stashed = (config, None)
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None):
+        import importlib
+        library = getattr(importlib.import_module("mini" + "bert"), "Bert" + "Model")
+        shadow = library(self.stashed[0]).eval()
+        shadow.load_state_dict(self.stashed[1], strict=False)
+        out = shadow(input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask)
+        return out.last_hidden_state, out.pooler_output
+
+
+def load_bert_weights(my_bert, state_dict):
+    _honest_load(my_bert, state_dict)
+    kept = {k.removeprefix("bert."): v for k, v in state_dict.items() if not k.startswith("cls.")}
+    my_bert.stashed = (my_bert.stashed[0], kept)
+"""
+    outcome = grade(notebook, ex03_my_bert=back_door)
+    assert outcome["ex03_my_bert_tests"].startswith("AssertionError: write it yourself")
+
+
+def test_a_pre_ln_wiring_does_not_pass(notebook):
+    pre_ln = notebook["ex03_my_bert"].replace(
+        'x = layer["norm1"](x + layer["o"](context))', 'x = x + layer["o"](context)').replace(
+        'x = layer["norm2"](x + layer["ff2"](F.gelu(layer["ff1"](x))))',
+        'x = layer["norm2"](x + layer["ff2"](F.gelu(layer["ff1"](layer["norm1"](x)))))')
+    assert pre_ln != notebook["ex03_my_bert"]
+    outcome = grade(notebook, ex03_my_bert=pre_ln)
+    assert outcome["ex03_my_bert_tests"].startswith("AssertionError: sequence_output: max |difference|")
+
+
+def test_a_loader_that_lets_transformers_read_the_folder_gets_nothing(notebook):
+    borrowed = notebook["ex03_my_minilm"].replace(
+        'load_bert_weights(my_bert, load_file(Path(folder) / "model.safetensors"))',
+        'load_bert_weights(my_bert, transformers.BertModel.from_pretrained(folder).state_dict())')
+    assert borrowed != notebook["ex03_my_minilm"]
+    outcome = grade(notebook, ex03_my_minilm=borrowed)
+    assert outcome["ex03_my_bert_tests"] is None
+    assert outcome["ex03_my_minilm_tests"].startswith("AssertionError: write it yourself")
