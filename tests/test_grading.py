@@ -446,12 +446,14 @@ def cell_sources(notebook: Path) -> dict[str, str]:
 @pytest.mark.parametrize("notebook", COURSE_GRADED)
 def test_course_hidden_tests_forbid_the_libraries_answer(notebook):
     """Every function or class a solution cell defines is checked with assert_by_hand, and called under
-    forbidden_calls, in its exercise's hidden tests."""
+    forbidden_calls, in its exercise's hidden tests (a judgement question, whose answers are values, has none)."""
     cells = cell_sources(COURSE / f"{notebook}.ipynb")
     for solution, tests, _ in grading.exercises(COURSE / f"{notebook}.ipynb"):
         hidden = cells[tests].partition("### BEGIN HIDDEN TESTS")[2].partition("### END HIDDEN TESTS")[0]
         defined = {node.name for node in ast.parse(cells[solution]).body
                    if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+        if not defined and re.search(r"^[A-Z_]+ = ", cells[solution], re.MULTILINE):
+            continue  # a judgement question: values read off the notebook's own numbers, no library answer to copy
         checked = set(re.findall(r"\bassert_by_hand\((\w+)", hidden))
         assert defined and defined <= checked, f"{tests}: hidden tests do not check {sorted(defined - checked)} by hand"
         assert re.search(r"^\s*with .*forbidden_calls\(", hidden, re.MULTILINE), f"{tests}: no forbidden_calls block"

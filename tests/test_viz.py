@@ -178,3 +178,37 @@ def test_explorer_reports_a_sentence_too_long_and_keeps_the_picture(model, token
 def test_explorer_rejects_bad_choices(model, tokenizer, kwargs, message):
     with pytest.raises(ValueError, match=message):
         AttentionExplorer(model, tokenizer, SENTENCE, **kwargs)
+
+
+def test_alignment_picture_labels_each_words_first_piece_and_survives_a_cut_off_sentence():
+    from minibert.viz.alignment import plot_first_piece_alignment
+    from minibert.viz.diagrams import drawn_texts, smallest_font_pt
+
+    names = ["O", "B-PER", "I-PER", "B-LOC"]
+    words, tags = ["arafat", "visits", "west", "bank"], [1, 0, 3, 0]
+    tokens, word_ids = ["[CLS]", "ara", "##fat", "visits", "west", "[SEP]"], [None, 0, 0, 1, 2, None]  # "bank" cut off
+    fig = plot_first_piece_alignment(words, tags, tokens, word_ids, names)
+    texts = [t.text for t in drawn_texts(fig)]
+    assert texts.count("-100") == 3 and {"1", "0", "3"} <= set(texts) and "bank" not in texts
+    assert any("1 = B-PER" in t and "3 = B-LOC" in t for t in texts) and smallest_font_pt(fig) >= 10
+    plt.close(fig)
+    with pytest.raises(ValueError, match="5 tokens but 6 word ids"):
+        plot_first_piece_alignment(words, tags, tokens[:5], word_ids, names)
+
+
+def test_history_picture_says_what_each_axis_measures_and_draws_scores_from_zero():
+    from minibert.training import History
+
+    records = [{"step": s, "loss": 1 / s, "lr": 1e-3} for s in (10, 20)]
+    records += [{"step": 20, "eval_loss": 0.6, "eval_mlm_loss": 5.1, "eval_accuracy": 0.81, "eval_f1": 0.78}]
+    fig = History(records).plot()
+    loss_ax, lr_ax, metric_ax = fig.axes
+    assert loss_ax.get_ylabel() == "cross-entropy (nats)" and lr_ax.get_ylabel() == "learning rate"
+    assert {t.get_text() for t in loss_ax.get_legend().get_texts()} == {"train", "eval", "mlm loss (eval)"}
+    assert {t.get_text() for t in metric_ax.get_legend().get_texts()} == {"accuracy", "f1"}
+    assert metric_ax.get_ylabel() and metric_ax.get_ylim() == (0, 1.02)
+    plt.close(fig)
+    records[-1]["eval_matthews"] = -0.2   # a correlation below zero: the axis goes down to -1
+    fig = History(records).plot()
+    assert fig.axes[2].get_ylim()[0] == -1.02
+    plt.close(fig)
