@@ -56,6 +56,7 @@ def pretrain_parser() -> argparse.ArgumentParser:
         help="of the predicted tokens: fraction replaced by [MASK], kept, replaced by a random token "
              "(default 0.8 0.1 0.1)")
     add("--whole-word", action="store_true", help="mask all pieces of a word together")
+    add("--span-masking", action="store_true", help="mask runs of whole words, 3.8 on average (SpanBERT)")
     add("--static-masking", action="store_true", help="mask once up front (BERT) instead of in every batch (RoBERTa)")
     add("--time-budget", type=float, help="stop (and save) after this many seconds; --resume goes on")
     add("--grad-accum", type=int, help="micro-batches per update")

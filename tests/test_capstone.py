@@ -124,3 +124,86 @@ def test_a_loader_that_lets_transformers_read_the_folder_gets_nothing(notebook):
     outcome = grade(notebook, ex03_my_minilm=borrowed)
     assert outcome["ex03_my_bert_tests"] is None
     assert outcome["ex03_my_minilm_tests"].startswith("AssertionError: write it yourself")
+
+
+# --- the student's BERT carried into notebooks 04 and 07 (minibert.course.capstone) -------------------
+
+def as_a_cell(source: str, namespace: dict, name: str = "<cell-59>") -> None:
+    """Run ``source`` as IPython runs a cell: compiled under a name of its own whose lines `linecache` holds."""
+    import linecache
+
+    linecache.cache[name] = (len(source), None, source.splitlines(keepends=True), name)
+    exec(compile(source, name, "exec"), namespace)
+
+
+def test_the_capstone_is_kept_and_comes_back_as_the_students_own(notebook, tmp_path, capsys):
+    from minibert.course.capstone import MARK, keep, student_bert
+
+    namespace = kernel(notebook)
+    as_a_cell(notebook["ex03_my_bert"], namespace)
+    saved = keep(namespace["MyBert"], namespace["load_bert_weights"], tmp_path)
+    assert saved == tmp_path / "my_bert.py" and saved.read_text().startswith(MARK)
+    assert "class MyBert" in saved.read_text() and "def load_bert_weights" in saved.read_text()
+    my_bert_class, load_weights, whose = student_bert(tmp_path)
+    assert whose.startswith("your MyBert") and my_bert_class.__module__ == "my_bert"
+    assert "notebooks 04 and 07 will use it" in capsys.readouterr().out
+
+
+def test_an_unsolved_or_broken_capstone_leaves_the_library_standing_in(notebook, tmp_path, capsys):
+    from minibert.course.capstone import LibraryBert, keep, student_bert
+
+    unsolved = ("class MyBert(nn.Module):\n    def __init__(self, config):\n        super().__init__()\n"
+                "        raise NotImplementedError()\n\n\ndef load_bert_weights(my_bert, state_dict):\n"
+                "    raise NotImplementedError()\n")                       # what the student release holds
+    namespace = kernel(notebook)
+    as_a_cell(unsolved, namespace, "<cell-unsolved>")
+    assert keep(namespace["MyBert"], namespace["load_bert_weights"], tmp_path) is None
+    assert "not solved yet" in capsys.readouterr().out and not (tmp_path / "my_bert.py").exists()
+    assert student_bert(tmp_path)[0] is LibraryBert
+    (tmp_path / "my_bert.py").write_text("import nowhere_to_be_found\n")
+    my_bert_class, _, whose = student_bert(tmp_path)
+    assert my_bert_class is LibraryBert and "my_bert.py failed: ModuleNotFoundError" in whose
+
+
+def test_keeping_never_overwrites_a_file_it_did_not_write(notebook, tmp_path, capsys):
+    from minibert.course.capstone import keep
+
+    mine = tmp_path / "my_bert.py"
+    mine.write_text("# my own experiments\n")
+    namespace = kernel(notebook)
+    as_a_cell(notebook["ex03_my_bert"], namespace)
+    assert keep(namespace["MyBert"], namespace["load_bert_weights"], tmp_path) is None
+    assert mine.read_text() == "# my own experiments\n"
+    assert "exists and was not written here" in capsys.readouterr().out
+
+
+def test_the_stand_in_answers_as_mybert_does():
+    import torch
+
+    from minibert import BertConfig, BertForPreTraining, BertModel
+    from minibert.course.capstone import LibraryBert, load_library_weights
+
+    config = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=8)
+    torch.manual_seed(0)
+    pretraining = BertForPreTraining(config).eval()
+    stand_in = LibraryBert(config).eval()
+    load_library_weights(stand_in, pretraining.state_dict())   # "bert." names and "cls." heads, as MyBert reads
+    ids = torch.randint(0, 40, (2, 5))
+    sequence, pooled = stand_in(ids)
+    expected = pretraining.bert(ids)
+    assert torch.equal(sequence, expected.last_hidden_state) and torch.equal(pooled, expected.pooler_output)
+    assert isinstance(stand_in.bert, BertModel)
+
+
+def test_a_release_never_carries_a_saved_capstone(tmp_path):
+    """Notebook 03 run by the instructor saves the solution as my_bert.py: the student release leaves it out."""
+    import shutil
+
+    from minibert.course import grading
+
+    source = tmp_path / "source"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "grading", source)
+    (source / "my_bert.py").write_text("# the instructor's solution\n")
+    released = grading.release(source, tmp_path / "out")
+    assert (released / "01_demo.ipynb").exists() and not (released / "my_bert.py").exists()

@@ -32,6 +32,7 @@ from minibert.viz.diagrams import (  # noqa: E402
     plot_figure4,
     smallest_font_pt,
 )
+from minibert.viz.figure1 import figure1_counts, plot_figure1  # noqa: E402
 
 PRESETS = ["bert-tiny", "bert-base"]
 DIAGRAMS = {
@@ -41,6 +42,7 @@ DIAGRAMS = {
     "pre-training heads": plot_pretraining_heads,
     "figure 4": lambda preset: plot_figure4(),
     "figure 3": lambda preset: plot_figure3(),
+    "figure 1": plot_figure1,
 }
 
 
@@ -166,3 +168,20 @@ def test_readability_helpers_measure_what_is_drawn():
     wide.text(0.9, 0.5, "over", fontsize=10)
     assert overlapping_texts(wide) == [("right", "over")]
 
+
+
+def test_figure1_counts_the_modules_that_pre_train_and_fine_tune():
+    """The two halves share the encoder, and fine-tuning updates every parameter of the QA model."""
+    from minibert import BertForPreTraining, BertForQuestionAnswering, BertModel
+
+    config = BertConfig.from_preset("bert-tiny")
+    counts = figure1_counts(config)
+    n = lambda module: sum(p.numel() for p in module.parameters())  # noqa: E731
+    assert counts["encoder"] == n(BertModel(config, add_pooling_layer=False))
+    assert counts["encoder"] + counts["pretraining_heads"] == n(BertForPreTraining(config))
+    assert counts["qa_head"] == 2 * config.hidden_size + 2
+    assert counts["fine_tuned"] == n(BertForQuestionAnswering(config)) == counts["encoder"] + counts["qa_head"]
+    text = shown(plot_figure1(config))
+    assert "L=2, H=128, A=2" in text and f"all {count(counts['fine_tuned'])} parameters updated" in text
+    for label in ("[MASK]", "NSP: IsNext", "start", "end", "question", "paragraph", "Pre-training", "Fine-tuning"):
+        assert label in text

@@ -19,7 +19,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from minibert.course import grading, sandbox
+from minibert.course import graded_run, grading, sandbox
 
 FIXTURE = Path(__file__).parent / "fixtures" / "grading"
 COURSE = Path(__file__).resolve().parents[1] / "notebooks"
@@ -275,6 +275,37 @@ def test_cells_after_the_last_test_are_not_run(tmp_path):
     scores = grading.autograde(source, source=source, timeout=30)
     assert marks(scores) == {"softmax_tests": (2, 2), "attention_scores_tests": (3, 3)}
     assert time.monotonic() - started < 300
+
+
+def read_only_cell(grade_id: str, source: str, tagged=True) -> nbformat.NotebookNode:
+    """A locked cell, marked (or not) to be skipped in grading."""
+    cell = nbformat.v4.new_code_cell(source)
+    cell.metadata["nbgrader"] = {"grade": False, "solution": False, "locked": True, "grade_id": grade_id,
+                                 "schema_version": 3}
+    if tagged:
+        cell.metadata["tags"] = [graded_run.SKIP_TAG]
+    return cell
+
+
+def test_grading_skips_the_cells_the_instructor_marks_and_only_those(tmp_path):
+    """Notebook 04's training run sits before its last exercise (a question on stored results): grading
+    skips it, and the tests after it still run and score. A submission cannot skip cells by tagging them
+    (its copy is matched to the instructor's by grade_id, and only the instructor's tags count), and a
+    test cell marked to be skipped in the instructor's copy is a markup error, not a free pass."""
+    def spoiler(tagged):  # a cell that, if it runs, breaks the answer of the test after it
+        return lambda cells: cells.insert(7, read_only_cell(
+            "spoiler", "def attention_scores(q, k):\n    raise RuntimeError('the spoiler ran')", tagged))
+    skipped = grading.autograde(broken_copy(tmp_path / "skipped", spoiler(True)),
+                                source=broken_copy(tmp_path / "skipped_source", spoiler(True)))
+    assert marks(skipped)["attention_scores_tests"] == (3, 3)
+    run = grading.autograde(broken_copy(tmp_path / "tagged", spoiler(True)),
+                            source=broken_copy(tmp_path / "plain", spoiler(False)))
+    assert marks(run)["attention_scores_tests"] == (0, 3), "the student's tag was obeyed"
+
+    def skip_a_test(cells):
+        cells[7].metadata["tags"] = [graded_run.SKIP_TAG]
+    with pytest.raises(grading.GradingError, match=r"01_demo.ipynb, cell 7: a cell tagged 'skip-when-grading'"):
+        grading.autograde(FIXTURE, source=broken_copy(tmp_path / "test_skipped", skip_a_test))
 
 
 def test_commands_report_errors_without_a_traceback(tmp_path, capsys):

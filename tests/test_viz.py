@@ -18,6 +18,7 @@ from minibert.viz import (  # noqa: E402
     plot_attention,
     plot_attention_grid,
     plot_attention_lines,
+    plot_heads,
     stack_attentions,
 )
 
@@ -212,3 +213,31 @@ def test_history_picture_says_what_each_axis_measures_and_draws_scores_from_zero
     fig = History(records).plot()
     assert fig.axes[2].get_ylim()[0] == -1.02
     plt.close(fig)
+
+
+def test_heads_are_drawn_large_with_their_tokens_on_the_outer_axes(model, tokenizer):
+    sample = attention_for(model, tokenizer, SENTENCE)
+    maps = [sample.attentions[layer, head] for layer, head in [(0, 1), (1, 2), (2, 3)]]
+    fig = plot_heads(maps, sample.tokens, ["a", "b", "c"], columns=2, title="three heads")
+    panels = [ax for ax in fig.axes if ax.images]
+    assert [ax.get_title() for ax in panels] == ["a", "b", "c"] and fig.get_suptitle() == "three heads"
+    assert torch.equal(torch.tensor(panels[2].images[0].get_array()), sample.attentions[2, 3])
+    assert [t.get_text() for t in panels[0].get_yticklabels()] == TOKENS
+    assert [t.get_text() for t in panels[2].get_xticklabels()] == TOKENS
+    fig.canvas.draw()
+    shown = {ax.get_title(): (ax.yaxis.get_major_ticks()[0].label1.get_visible(),
+                              ax.xaxis.get_major_ticks()[0].label1.get_visible()) for ax in panels}
+    # queries on the first column (a, c), keys under the lowest panel of each column (c, and b above an empty slot)
+    assert shown == {"a": (True, False), "b": (False, True), "c": (True, True)}
+    assert fig.get_size_inches()[0] <= 10
+    with pytest.raises(ValueError, match="one title per map"):
+        plot_heads(maps, sample.tokens, ["a"])
+    with pytest.raises(ValueError, match=r"\(T, T\) attention for the 7 tokens given, got \(8, 8\)"):
+        plot_heads(maps, sample.tokens[:-1], ["a", "b", "c"])
+
+
+def test_grid_labels_can_count_from_one_like_the_papers_head_names(model, tokenizer):
+    sample = attention_for(model, tokenizer, SENTENCE)
+    thumbnails = [ax for ax in plot_attention_grid(sample.attentions, number_from=1).axes if ax.images]
+    assert [ax.get_title() for ax in thumbnails[:4]] == ["head 1", "head 2", "head 3", "head 4"]
+    assert thumbnails[8].get_ylabel() == "layer 3"

@@ -31,14 +31,15 @@ from pathlib import Path
 
 import nbformat
 
-from . import canary, release_zip, sandbox
+from . import canary, graded_run, release_zip, sandbox
 from .nbgrader_log import cause, kernel_trouble, without_stack_frames
 
 ASSIGNMENT = "notebooks"
 ZIP_NAME = f"{release_zip.FOLDER}.zip"
 STUDENT = "student"
 KERNEL = "minibert-grader"  # a kernelspec of our own: notebooks run in the Python that grades
-IGNORED = shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__", "*.pyc", "CONVENTIONS.md")  # authors' notes stay home
+IGNORED = shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__", "*.pyc", "CONVENTIONS.md",  # authors' notes stay home
+                                 "my_bert.py")  # notebook 03 writes it from the capstone: a solution when the instructor runs it
 
 
 class GradingError(RuntimeError):
@@ -216,8 +217,9 @@ def _autograde_one(root: Path, submission_dir: Path, source, name: str, timeout:
                         (others if Path(d) == submission_dir else set()))
         for private in ("source", "submitted"):  # the instructor copy, hidden tests included: root's only
             (course / private).chmod(0o700)
+        skip = graded_run.skipped_cells(Path(source) / name)
         for folder in (course / "source" / ASSIGNMENT, course / "submitted" / STUDENT / ASSIGNMENT):
-            _through_last_test(folder / name, set(points))
+            graded_run.trim(folder / name, set(points), skip)
         token = canary.plant(course / "source" / ASSIGNMENT / name)  # each test cell proves it ran
         autograde = ("autograde", f"--Execute.timeout={timeout}", f"--Execute.kernel_name={KERNEL}")
         try:
@@ -262,7 +264,8 @@ def _not_plain_files(folder, names) -> set[str]:
 
 def _notebooks(source) -> list[Path]:
     """The source notebooks, after nbgrader's own metadata validation (schema version 3, grade ids
-    present and unique, points on graded cells), so a mistake is reported with its file."""
+    present and unique, points on graded cells) and ours (`graded_run`), so a mistake is reported
+    with its file."""
     from nbgrader.nbgraderformat import MetadataValidator, SchemaTooNewError, SchemaTooOldError, ValidationError
 
     source = Path(source)
@@ -274,6 +277,9 @@ def _notebooks(source) -> list[Path]:
     for path in notebooks:
         try:
             MetadataValidator().validate_nb(nbformat.read(path, as_version=4))
+            graded_run.skipped_cells(path)
+        except graded_run.MarkupError as e:
+            raise GradingError(str(e)) from None
         except ValidationError as e:
             raise GradingError(f"{path}: invalid nbgrader markup: {e.message}") from None
         except (SchemaTooOldError, SchemaTooNewError) as e:
@@ -285,17 +291,6 @@ def graded_cells(notebook) -> list[str]:
     """grade_ids of the cells that score points (the test cells, in the course's convention)."""
     return [cell.metadata.nbgrader["grade_id"] for cell in nbformat.read(notebook, as_version=4).cells
             if cell.metadata.get("nbgrader", {}).get("grade")]
-
-
-def _through_last_test(notebook: Path, test_ids: set[str]) -> None:
-    """Cut ``notebook`` after the last of its cells whose grade_id is in ``test_ids`` (if it has any)."""
-    if not notebook.exists():
-        return
-    nb = nbformat.read(notebook, as_version=4)
-    positions = [i for i, cell in enumerate(nb.cells) if cell.metadata.get("nbgrader", {}).get("grade_id") in test_ids]
-    if positions:
-        nb.cells = nb.cells[:max(positions) + 1]
-        nbformat.write(nb, notebook)
 
 
 def _course(root: Path, source, only=None, user=None, uid=None, hidden=()) -> Path:

@@ -12,6 +12,7 @@ from torch import Tensor
 
 from ..heads import IGNORE_INDEX
 from ..padding import pad
+from .span_masking import span_mask
 
 
 class MLMMasking:
@@ -24,7 +25,7 @@ class MLMMasking:
     be asked about and must keep a good representation of every one. ``whole_word``: choose whole
     words (the later "whole word masking" BERT): all pieces of a word are chosen together, where a
     piece starting with ``##`` continues the previous word, so ``play ##ing`` cannot be solved from
-    ``play``.
+    ``play``. ``spans``: choose runs of whole words instead, as SpanBERT did (`span_masking`).
 
     Each token is chosen by its own coin (Bernoulli), as ``transformers``' collator does, so the count
     varies around 15%. A sequence whose coins all miss gets its one lowest-drawn token (or word)
@@ -34,9 +35,11 @@ class MLMMasking:
     """
 
     def __init__(self, tokenizer, mlm_probability: float = 0.15,
-                 mask_same_rnd: tuple[float, float, float] = (0.8, 0.1, 0.1), whole_word: bool = False):
-        self.check(mlm_probability, mask_same_rnd)
+                 mask_same_rnd: tuple[float, float, float] = (0.8, 0.1, 0.1), whole_word: bool = False,
+                 spans: bool = False):
+        self.check(mlm_probability, mask_same_rnd, whole_word, spans)
         self.mlm_probability, self.mask_same_rnd, self.whole_word = mlm_probability, tuple(mask_same_rnd), whole_word
+        self.spans = spans
         self.mask_token_id, self.pad_token_id = tokenizer.mask_token_id, tokenizer.pad_token_id
         vocab = tokenizer.get_vocab()
         size = max(vocab.values()) + 1
@@ -49,8 +52,14 @@ class MLMMasking:
                                               if not (len(token) > 2 and token[0] == "[" and token[-1] == "]")))
 
     @staticmethod
-    def check(mlm_probability: float, mask_same_rnd: tuple[float, float, float]) -> None:
+    def check(mlm_probability: float, mask_same_rnd: tuple[float, float, float], whole_word: bool = False,
+              spans: bool = False) -> None:
         """The masking's knobs, checked (also by settings that make a masking later)."""
+        for name, value in (("whole_word", whole_word), ("spans", spans)):
+            if not isinstance(value, bool):  # "no" is a true value: say so rather than mask whole words
+                raise ValueError(f"{name} must be True or False, got {value!r}")
+        if whole_word and spans:
+            raise ValueError("choose whole_word or spans, not both: spans are made of whole words already")
         if not 0 < mlm_probability <= 1:
             raise ValueError(f"mlm_probability must be in (0, 1], got {mlm_probability!r}")
         if len(mask_same_rnd) != 3 or not all(0 <= share <= 1 for share in mask_same_rnd) or \
@@ -63,6 +72,8 @@ class MLMMasking:
 
         ``generator`` None uses torch's global RNG, so restoring ``torch.get_rng_state()`` replays it.
         """
+        if self.spans:
+            return span_mask(self, input_ids, generator)
         B, T = input_ids.shape
         choosable = ~self.special[input_ids]                                 # (B, T)
         draw = torch.rand(B, T, generator=generator)                          # (B, T) one coin per token

@@ -331,7 +331,8 @@ def score_held_out(model, tokenizer, args: dict) -> tuple[dict[str, float], int]
         # the same pairs (the test's seed), without its blanks
         pairs = build_pretraining_data(tokenizer, sources, s.objective, s.max_seq_len, seed=FILL_IN_THE_BLANK_SEED)
         held_out["eval_nsp_accuracy_unmasked"] = next_sentence_accuracy(model, pairs.examples, tokenizer.pad_token_id)
-    corruption = MLMMasking(tokenizer, s.mlm_probability, s.mask_same_rnd, whole_word=s.whole_word)
+    corruption = MLMMasking(tokenizer, s.mlm_probability, s.mask_same_rnd, whole_word=s.whole_word,
+                            spans=s.span_masking)
     corrupted = build_pretraining_data(tokenizer, sources, "none", s.max_seq_len, masking=corruption,
                                        static_masking=True, seed=s.seed)
     held_out["eval_mlm_accuracy_80_10_10"] = score(s, model, corrupted, 32, "cpu")["mlm_accuracy"]

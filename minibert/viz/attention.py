@@ -8,7 +8,8 @@ heads and layers can be compared by eye.
 - `plot_attention_lines`: the same head as lines from each query token to each key token, opacity and
   width = weight: the static cousin of bertviz's head view, the way Clark et al. (2019) show heads.
 - `plot_attention_grid`: every layer × head as a thumbnail, to spot at a glance the patterns Clark et
-  al. describe (attend to the next or previous token, to [SEP], broadly over the sentence).
+  al. describe (attend to the next or previous token, to [SEP], broadly over the sentence); too small
+  for token labels, so the heads a text discusses are drawn large by `minibert.viz.head_panels`.
 - `AttentionExplorer`: a sentence box and layer / head sliders that redraw one picture in place.
 - `attention_for`: runs a model on a sentence and returns what the pictures need.
 
@@ -149,8 +150,13 @@ def plot_attention_lines(weights, queries, keys, ax=None, title=None, fontsize=1
     return lines
 
 
-def plot_attention_grid(attentions, layers=None, heads=None, title=None, size=1.3) -> Figure:
-    """Every (layer, head) of one sentence as a thumbnail heatmap, rows = layers, columns = heads."""
+def plot_attention_grid(attentions, layers=None, heads=None, title=None, size=1.3, number_from=0) -> Figure:
+    """Every (layer, head) of one sentence as a thumbnail heatmap, rows = layers, columns = heads.
+
+    ``layers`` and ``heads`` pick them, counted from 0 as in code; the labels count from ``number_from``
+    (1 for the paper's names, where 3-9 is layer index 2, head index 8). The thumbnails are too small
+    for token labels: an overview, beside `minibert.viz.head_panels.plot_heads` for the heads discussed.
+    """
     attentions = stack_attentions(attentions)
     L, nh = attentions.shape[:2]
     layers = range(L) if layers is None else [check_index("layer", layer, L) for layer in layers]
@@ -164,9 +170,9 @@ def plot_attention_grid(attentions, layers=None, heads=None, title=None, size=1.
             ax.set_xticks([])
             ax.set_yticks([])
             if r == 0:
-                ax.set_title(f"head {head}", fontsize=11)
+                ax.set_title(f"head {head + number_from}", fontsize=11)
             if c == 0:
-                ax.set_ylabel(f"layer {layer}", fontsize=11)
+                ax.set_ylabel(f"layer {layer + number_from}", fontsize=11)
     fig.colorbar(image, ax=axes, fraction=0.02, pad=0.01)
     fig.suptitle(title or "Attention of every layer and head (rows = queries, columns = keys)", fontsize=14)
     return fig
