@@ -45,10 +45,11 @@ def one_torch_thread():
 
 
 @contextmanager
-def fresh_data_dir(folder, needed: str):
+def fresh_data_dir(folder, needed: str | None = None):
     """A fresh data folder (``MINIBERT_DATA_DIR``) that the loaders fill from the mirror, which must hold
-    ``needed``: nothing is written into the checkout."""
-    mirror_with(needed)
+    ``needed`` when one is named: nothing is written into the checkout."""
+    if needed:
+        mirror_with(needed)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MINIBERT_DATA_DIR", str(folder))
         yield
@@ -63,9 +64,15 @@ def module_fixtures(needed: str):
         with one_torch_thread():
             yield
 
-    @pytest.fixture(scope="module")
+    return one_thread, fresh_data_fixture(needed, autouse=False)
+
+
+def fresh_data_fixture(needed: str | None = None, autouse: bool = True):
+    """A module's ``data_home`` fixture: its loaders copy from the mirror into a fresh folder, never into the
+    checkout's data/ (`fresh_data_dir`). Use as ``data_home = fresh_data_fixture("wikipedia_2015/AA/wiki_02")``."""
+    @pytest.fixture(scope="module", autouse=autouse)
     def data_home(tmp_path_factory):
         with fresh_data_dir(tmp_path_factory.mktemp("data"), needed):
             yield
 
-    return one_thread, data_home
+    return data_home

@@ -227,3 +227,36 @@ def test_a_grid_refuses_an_out_file_that_is_not_its_own(tmp_path, content, why):
     assert path.read_text() == content
     path.write_text('{"setup": {}, "runs": [], "references": {}}')
     assert read_results(path)["runs"] == []
+
+
+# --- the masking unit: word pieces, whole words, SpanBERT's spans ------------------------------------
+
+def test_the_unit_runs_are_80_10_10_at_15_percent_and_keep_table8s_keys():
+    runs = masking_grid(strategies=("80/10/10",), rates=(0.15,), seeds=(0, 1), units=("token", "whole-word", "span"))
+    assert [r.key for r in runs] == ["80/10/10@0.15#0", "80/10/10@0.15#1", "80/10/10@0.15#0+whole-word",
+                                     "80/10/10@0.15#1+whole-word", "80/10/10@0.15#0+span", "80/10/10@0.15#1+span"]
+    assert masking_grid(seeds=(0,)) == masking_grid(seeds=(0,), units=("token",)), "Table 8's grid is unchanged"
+    with pytest.raises(ValueError, match="unknown masking unit 'sentence'"):
+        masking_grid(units=("sentence",))
+
+
+def test_table8_summaries_leave_the_other_units_out_and_by_unit_compares_them():
+    from minibert.experiments.masking import by_unit
+
+    runs = [{"strategy": "80/10/10", "rate": 0.15, "seed": s, "mlm_loss": v, "unit": unit}
+            for unit, values in [("token", [1.0, 2.0]), ("span", [5.0, 7.0])] for s, v in enumerate(values)]
+    runs.append({"strategy": "80/10/10", "rate": 0.15, "seed": 2, "mlm_loss": 3.0})   # a file from before units
+    assert summarize(runs, "mlm_loss")[("80/10/10", 0.15)][:2] == (2.0, 1.0)
+    assert by_unit(runs, "mlm_loss") == {"token": (2.0, 1.0, 3), "span": (6.0, math.sqrt(2), 2)}
+
+
+def test_a_unit_run_masks_whole_words_and_is_recorded(monkeypatch):
+    seen = []
+    real = MaskingAblation.run_one.__globals__["MLMMasking"]
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs)
+        return real(*args, **kwargs)
+    monkeypatch.setitem(MaskingAblation.run_one.__globals__, "MLMMasking", spy)
+    result = MaskingAblation(TINY).run_one(Run("80/10/10", 0.15, 0, "span"))
+    assert seen == [{"spans": True}] and result["unit"] == "span" and result["key"] == "80/10/10@0.15#0+span"

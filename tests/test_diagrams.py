@@ -185,3 +185,21 @@ def test_figure1_counts_the_modules_that_pre_train_and_fine_tune():
     assert "L=2, H=128, A=2" in text and f"all {count(counts['fine_tuned'])} parameters updated" in text
     for label in ("[MASK]", "NSP: IsNext", "start", "end", "question", "paragraph", "Pre-training", "Fine-tuning"):
         assert label in text
+
+
+def test_the_masked_batch_picture_reads_each_kind_back_from_the_labels(tokenizer):
+    """Every kind is recovered from (corrupted, labels) alone: the label of a chosen position is its original."""
+    from minibert.viz.masked_batch import KINDS, masking_kinds, plot_masked_batch
+
+    m, pad = tokenizer.mask_token_id, tokenizer.pad_token_id
+    a, b, c = tokenizer.convert_tokens_to_ids(["the", "dog", "barked"])
+    corrupted = torch.tensor([[a, m, c, b], [a, b, pad, pad]])          # [MASK] for b; then b kept; padding
+    labels = torch.tensor([[-100, b, -100, a], [-100, b, -100, -100]])  # last of row 0: a replaced by b (random)
+    kinds = masking_kinds(corrupted, labels, m, pad)
+    assert kinds.tolist() == [[0, 1, 0, 2], [0, 3, 4, 4]]
+    fig = plot_masked_batch({"input_ids": corrupted, "labels": labels}, tokenizer)
+    written = {t.get_text() for t in fig.axes[0].texts}
+    assert {"the", "[MASK]", "barked", "[PAD]"} <= written
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == [name for name, _ in KINDS]
+    assert smallest_font_pt(fig) >= 10
+    plt.close(fig)

@@ -22,7 +22,7 @@ from minibert import cli
 from minibert.course import grading, release_zip, slides
 
 ROOT = Path(__file__).resolve().parents[1]
-COURSE = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+COURSE = sorted((ROOT / "notebooks").glob("[0-9][0-9]*_*.ipynb"))
 FIXTURE = ROOT / "tests" / "fixtures" / "grading"
 SMALL = [ROOT / "notebooks" / "00_setup_and_tour.ipynb", ROOT / "notebooks" / "02_attention.ipynb"]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from offline import mirror_with
+from offline import fresh_data_fixture, mirror_with
 
 from minibert import BertConfig, BertForMaskedLM, BertForPreTraining
 from minibert.pretraining import (
@@ -44,12 +44,7 @@ def mirror() -> Path:
     return mirror_with("wikitext2_raw/wiki.valid.raw")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def data_home(tmp_path_factory):
-    """Loaders copy from the mirror into a fresh folder, never the checkout's data/."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("MINIBERT_DATA_DIR", str(tmp_path_factory.mktemp("data")))
-        yield
+data_home = fresh_data_fixture()  # loaders copy from the mirror into a fresh folder, never the checkout's data/
 
 
 @pytest.fixture(scope="module")

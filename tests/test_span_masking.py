@@ -2,19 +2,13 @@
 one corruption per span; and the setting reaches a pre-training run."""
 import pytest
 import torch
-from offline import mirror_with
+from offline import fresh_data_fixture, mirror_with
 
 from minibert.pretraining import MLMMasking, load_documents
 from minibert.pretraining.span_masking import span_length_probabilities
 from minibert.recipes import PretrainSettings
 
-
-@pytest.fixture(scope="module", autouse=True)
-def data_home(tmp_path_factory):
-    """Loaders copy from the mirror into a fresh folder, never the checkout's data/."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("MINIBERT_DATA_DIR", str(tmp_path_factory.mktemp("data")))
-        yield
+data_home = fresh_data_fixture()  # loaders copy from the mirror into a fresh folder, never the checkout's data/
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import re
 
 import numpy as np
 import pytest
-from offline import mirror_with
+from offline import fresh_data_fixture
 
 from minibert import data
 from minibert.pretraining import (
@@ -29,12 +29,7 @@ HELD_OUT_SHARDS = {"Doctor Who": "AA/wiki_58", "Oxygen": "AB/wiki_70", "Rhine": 
 PLAIN_SHARD = "AA/wiki_02"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def data_home(tmp_path_factory):
-    mirror_with("wikipedia_2015/AA/wiki_02")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("MINIBERT_DATA_DIR", str(tmp_path_factory.mktemp("data")))
-        yield
+data_home = fresh_data_fixture("wikipedia_2015/AA/wiki_02")
 
 
 SNIPPET = """<doc id="736" url="http://en.wikipedia.org/wiki?curid=736" title="Albert Einstein">

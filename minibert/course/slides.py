@@ -40,7 +40,7 @@ SHOWN_CODE_LINES = 3  # a cell this short reads at a glance: its code stays on t
 TEST_MARKER = re.compile(r"^\s*# NBVAL_")  # nbval's markers are test plumbing, not lecture material
 WIDGET = "application/vnd.jupyter.widget-view+json"  # progress bars: nothing to see without a kernel
 SLIDE_HEADINGS = (("# ", "slide"), ("## ", "slide"), ("### ", "subslide"))
-DEFAULT_NOTEBOOKS = "notebooks/[0-9][0-9]_*.ipynb"
+DEFAULT_NOTEBOOKS = "notebooks/[0-9][0-9]*_*.ipynb"  # 04_pretraining, 04b_pretrained_bert, ...
 
 ASSETS = "assets"  # the folder beside the slides; in it: path -> (pinned package that ships it, path in it)
 ASSET_SOURCES = {"reveal.js/dist": ("sphinx_revealjs", "_static/revealjs/dist"),
@@ -195,7 +195,7 @@ def annotate_files(paths) -> list[Path]:
 
 
 def build(notebooks=None, out="slides") -> list[Path]:
-    """``out/NN_name.slides.html`` for each notebook (default: every ``notebooks/NN_*.ipynb``), and
+    """``out/NN_name.slides.html`` for each notebook (default: every ``notebooks/NN*_*.ipynb``), and
     reveal.js and MathJax in ``out/assets/``: the folder works offline and can be copied as a whole."""
     from jinja2 import DictLoader
     from nbconvert import SlidesExporter

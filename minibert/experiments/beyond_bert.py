@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ..pretraining import BERT_MASK_REPEATS, MLMMasking, PretrainingDataset, mask_statically
 from ..recipes.pretrain import make_model, make_trainer, training_data
-from .grid import GridSetup, PretrainingGrid
+from .grid import GridSetup, PretrainingGrid, mean_sd_n
 
 # name -> (sentence task, masks drawn in advance (static), what the model changes)
 VARIANTS = {"BERT": ("nsp", True, {}),
@@ -130,7 +130,7 @@ def summarize(runs: list[dict], metric: str = "mlm_loss") -> dict[tuple, tuple[f
     groups: dict[tuple, list[float]] = {}
     for r in runs:
         groups.setdefault((r["variant"], tuple(r["size"])), []).append(r[metric])
-    return {k: (statistics.fmean(v), statistics.stdev(v) if len(v) > 1 else 0.0, len(v)) for k, v in groups.items()}
+    return {k: mean_sd_n(v) for k, v in groups.items()}
 
 
 def table6(runs: list[dict], variant: str = "BERT") -> str:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import os
 import random
-import statistics
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -45,7 +44,7 @@ from ..pretraining import MLMMasking, PretrainingDataset
 from ..recipes.pretrain import make_model, make_trainer
 from ..training import evaluate as evaluate_model
 from ..training import find_checkpoints
-from .grid import PretrainingGrid
+from .grid import PretrainingGrid, mean_sd_n
 from .masking import AblationSetup
 
 OBJECTIVES = ("mlm", "ltr", "no-mask")
@@ -219,9 +218,7 @@ def summary(runs: list[dict]) -> dict[str, dict[str, tuple[float, float, int]]]:
         chosen = [r for r in runs if r["objective"] == objective]
         measures = [m for m in MEASURES if chosen and all(m in r for r in chosen)]  # older files lack some
         if chosen:
-            out[objective] = {m: (statistics.mean(r[m] for r in chosen),
-                                  statistics.stdev(r[m] for r in chosen) if len(chosen) > 1 else 0.0, len(chosen))
-                              for m in measures}
+            out[objective] = {m: mean_sd_n(r[m] for r in chosen) for m in measures}
     return out
 
 
@@ -234,9 +231,7 @@ def curve_summary(runs: list[dict], measure: str) -> dict[str, list[tuple[int, f
                   for r in runs if r["objective"] == objective and "curve" in r]
         steps = sorted(set.intersection(*(set(c) for c in curves))) if curves else []
         if steps:
-            out[objective] = [(step, statistics.mean(c[step] for c in curves),
-                               statistics.stdev(c[step] for c in curves) if len(curves) > 1 else 0.0, len(curves))
-                              for step in steps]
+            out[objective] = [(step, *mean_sd_n(c[step] for c in curves)) for step in steps]
     return out
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import sys
 from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
@@ -144,3 +145,10 @@ class PretrainingGrid:
 
     def run_one(self, run) -> dict:
         raise NotImplementedError
+
+
+def mean_sd_n(values) -> tuple[float, float, int]:
+    """(mean, standard deviation over seeds, number of seeds) of per-seed values: every grid's summary.
+    One seed has no spread to measure, so its standard deviation is given as 0.0."""
+    values = list(values)
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0, len(values)

@@ -28,7 +28,7 @@ from ..analysis.probing import tagging_probe
 from ..config import PRESETS
 from ..pretraining import MLMMasking, PretrainingDataset
 from ..recipes.pretrain import make_model, make_trainer
-from .grid import GridSetup, PretrainingGrid, read_results
+from .grid import GridSetup, PretrainingGrid, mean_sd_n, read_results
 
 # MASK/SAME/RND shares of Table 8, in the paper's order.
 STRATEGIES = {"80/10/10": (0.8, 0.1, 0.1), "100/0/0": (1.0, 0.0, 0.0), "80/0/20": (0.8, 0.0, 0.2),
@@ -37,6 +37,9 @@ STRATEGIES = {"80/10/10": (0.8, 0.1, 0.1), "100/0/0": (1.0, 0.0, 0.0), "80/0/20"
 PAPER_TABLE8 = {"80/10/10": (84.2, 95.4, 94.9), "100/0/0": (84.3, 94.9, 94.0), "80/0/20": (84.1, 95.2, 94.6),
                 "80/20/0": (84.4, 95.2, 94.7), "0/20/80": (83.7, 94.8, 94.6), "0/0/100": (83.6, 94.9, 94.6)}
 RATES = (0.15, 0.3, 0.45)
+# What one masking decision covers: a word piece (BERT), a whole word (BERT's later release), or a run of
+# whole words (SpanBERT, Joshi et al. 2020); each runs at 80/10/10 and 15%, beside Table 8's token grid.
+UNITS = {"token": {}, "whole-word": {"whole_word": True}, "span": {"spans": True}}
 
 
 @dataclass(kw_only=True)
@@ -56,19 +59,25 @@ class Run:
     strategy: str
     rate: float
     seed: int
+    unit: str = "token"
 
     @property
     def key(self) -> str:
-        return f"{self.strategy}@{self.rate:g}#{self.seed}"
+        return f"{self.strategy}@{self.rate:g}#{self.seed}" + ("" if self.unit == "token" else f"+{self.unit}")
 
 
-def masking_grid(strategies=tuple(STRATEGIES), rates=RATES, seeds=(0, 1, 2)) -> list[Run]:
-    """Table 8's strategies at 15%, then the other rates with 80/10/10, each for every seed."""
+def masking_grid(strategies=tuple(STRATEGIES), rates=RATES, seeds=(0, 1, 2), units=("token",)) -> list[Run]:
+    """Table 8's strategies at 15%, then the other rates with 80/10/10, then the other masking units
+    (`UNITS`) at 80/10/10 and 15%, each for every seed."""
     for name in strategies:
         if name not in STRATEGIES:
             raise ValueError(f"unknown strategy {name!r}; Table 8's are {', '.join(STRATEGIES)}")
-    configs = [(s, 0.15) for s in strategies] + [("80/10/10", r) for r in rates if r != 0.15]
-    return [Run(s, r, seed) for s, r in configs for seed in seeds]
+    for unit in units:
+        if unit not in UNITS:
+            raise ValueError(f"unknown masking unit {unit!r}; choose from {', '.join(UNITS)}")
+    configs = [(s, 0.15, "token") for s in strategies] + [("80/10/10", r, "token") for r in rates if r != 0.15]
+    configs += [("80/10/10", 0.15, unit) for unit in units if unit != "token"]
+    return [Run(s, r, seed, unit) for s, r, unit in configs for seed in seeds]
 
 
 @dataclass
@@ -109,14 +118,15 @@ class MaskingAblation(PretrainingGrid):
     def run_one(self, run: Run) -> dict:
         """Pre-train one model with this masking from this seed (the recipe's steps), then measure it."""
         settings = self.setup.run_settings(run.seed, mlm_probability=run.rate, mask_same_rnd=STRATEGIES[run.strategy])
-        train_data = PretrainingDataset(self.examples, MLMMasking(self.tokenizer, run.rate, STRATEGIES[run.strategy]))
+        masking = MLMMasking(self.tokenizer, run.rate, STRATEGIES[run.strategy], **UNITS[run.unit])
+        train_data = PretrainingDataset(self.examples, masking)
         model = make_model(settings, self.tokenizer, **self._sizes())
         trainer = make_trainer(settings, model, train_data, self.eval_data, progress=False)
         started = time.perf_counter()
         history = trainer.fit()
         seconds = time.perf_counter() - started
         probe = tagging_probe(model, self.tokenizer, self.probe_train, self.probe_test)
-        return {"key": run.key, "strategy": run.strategy, "rate": run.rate, "seed": run.seed,
+        return {"key": run.key, "strategy": run.strategy, "rate": run.rate, "seed": run.seed, "unit": run.unit,
                 "mlm_loss": history.last("eval_loss"), "mlm_accuracy": history.last("eval_mlm_accuracy"),
                 "probe_accuracy": probe["accuracy"], "train_loss": history.last("loss"),
                 "train_seconds": round(seconds, 1), "device": str(trainer.device)}
@@ -132,11 +142,20 @@ def load_results(path: str | os.PathLike) -> dict:
 
 
 def summarize(runs: list[dict], metric: str) -> dict[tuple[str, float], tuple[float, float, int]]:
-    """(strategy, rate) -> (mean, standard deviation over seeds, number of seeds) of ``metric``."""
+    """(strategy, rate) -> (mean, standard deviation over seeds, number of seeds) of ``metric``, over the runs
+    that mask word pieces (Table 8's; files made before `UNITS` existed have no ``unit``)."""
     groups: dict[tuple[str, float], list[float]] = {}
     for r in runs:
-        groups.setdefault((r["strategy"], r["rate"]), []).append(r[metric])
-    return {k: (statistics.fmean(v), statistics.stdev(v) if len(v) > 1 else 0.0, len(v)) for k, v in groups.items()}
+        if r.get("unit", "token") == "token":
+            groups.setdefault((r["strategy"], r["rate"]), []).append(r[metric])
+    return {k: mean_sd_n(v) for k, v in groups.items()}
+
+
+def by_unit(runs: list[dict], metric: str) -> dict[str, tuple[float, float, int]]:
+    """unit -> (mean, standard deviation over seeds, number of seeds) of ``metric`` at 80/10/10 and 15%."""
+    chosen = [r for r in runs if r["strategy"] == "80/10/10" and r["rate"] == 0.15]
+    return {unit: mean_sd_n(r[metric] for r in chosen if r.get("unit", "token") == unit)
+            for unit in UNITS if any(r.get("unit", "token") == unit for r in chosen)}
 
 
 def difference_and_error(a: list[float], b: list[float]) -> tuple[float, float]:
@@ -212,11 +231,14 @@ class MaskingSettings:
     strategies: tuple[str, ...] = tuple(STRATEGIES)        # MASK/SAME/RND splits run at 15%
     rates: tuple[float, ...] = RATES                       # masking rates run with 80/10/10
     seeds: tuple[int, ...] = (0, 1, 2)                     # seeds per configuration
+    units: tuple[str, ...] = ("token",)                    # what one masking decision covers (`UNITS`)
     setup: AblationSetup = field(default_factory=AblationSetup)
 
     def __post_init__(self):
         self.out = os.fspath(self.out)
         self.strategies, self.rates, self.seeds = tuple(self.strategies), tuple(self.rates), tuple(self.seeds)
+        self.units = tuple(self.units)
+        masking_grid(self.strategies, self.rates, self.seeds, self.units)  # checks the names
         unknown = [name for name in self.strategies if name not in STRATEGIES]
         if unknown:
             raise ValueError(f"unknown strategies {unknown}; Table 8's are {', '.join(STRATEGIES)}")
@@ -227,7 +249,10 @@ class MaskingSettings:
 def experiment(settings: MaskingSettings, command: str | None = None) -> Path:
     """Run the grid; ``command``: the command line that asked for it, recorded in the results file."""
     ablation = MaskingAblation(settings.setup, settings.out, command)
-    runs = ablation.run(masking_grid(settings.strategies, settings.rates, settings.seeds))
+    runs = ablation.run(masking_grid(settings.strategies, settings.rates, settings.seeds, settings.units))
     print(table(runs))
+    for unit, (mean, sd, n) in by_unit(runs, "probe_accuracy").items():
+        loss = by_unit(runs, "mlm_loss")[unit]
+        print(f"{unit:<11} held-out MLM loss {loss[0]:.3f} ± {loss[1]:.3f}, POS probe {100 * mean:.2f} ± {100 * sd:.2f}% ({n} seeds)")
     print(f"results: {settings.out}")
     return Path(settings.out)

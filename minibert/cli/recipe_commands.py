@@ -1,28 +1,12 @@
-"""``minibert`` on the command line: one entry point for the course's chores.
+"""The recipe commands' flags: ``minibert pretrain``, ``export``, ``finetune`` and ``evaluate``.
 
-    minibert data list | fetch [NAMES...]        fill data/ from the Hub or a mirror
-    minibert pretrain --out DIR [options]       pre-train a BERT (minibert pretrain --help)
-    minibert export RUN --out DIR              a pretrain or finetune run as a model folder to ship
-    minibert finetune TASK --model M --out DIR  fine-tune on sst2, squad, pos, mrpc, ner ... (minibert finetune --help)
-    minibert evaluate TASK --model DIR          score a fine-tuned model on its held-out data
-    minibert experiment masking --out FILE      the masking ablation of notebook 05
-    minibert experiment beyond-bert --out FILE  BERT/RoBERTa/ALBERT on one budget and a small Table 6 (notebook 11)
-    minibert experiment bidirectionality --out FILE  MLM vs left-to-right vs no masking (notebook 04)
-    minibert experiment glue --runs DIR --out FILE  the paper's fine-tuning table (Tables 1, 3) for MiniLM (notebook 08)
-    minibert release [--out release]            student versions of the notebooks (nbgrader) and their zip
-    minibert autograde SUBMISSION_DIR           grade a folder of filled-in notebooks
-    minibert slides [NOTEBOOKS...] [--out DIR]  reveal.js slides of the notebooks, offline (default: slides/)
-    minibert slides annotate NOTEBOOKS...       write slide metadata into the cells not annotated before
+The recipes take settings objects (`minibert.recipes`); a parser here only says which flags were given
+(argument_default=SUPPRESS), so every default has one home: the settings class. The help texts repeat the
+defaults for the reader.
 """
 import argparse
-import shlex
-import sys
 from dataclasses import fields
 from pathlib import Path
-
-# The recipes and experiments take settings objects (minibert.recipes, minibert.experiments); the
-# parsers here only say which flags were given (argument_default=SUPPRESS), so every default has
-# one home: the settings class. The help texts repeat the defaults for the reader.
 
 
 def _parser(prog: str, description: str, epilog: str | None = None) -> argparse.ArgumentParser:
@@ -31,8 +15,8 @@ def _parser(prog: str, description: str, epilog: str | None = None) -> argparse.
 
 
 def pretrain_parser() -> argparse.ArgumentParser:
-    from .config import ALBERT_PRESETS, PRESETS
-    from .recipes.pretrain import PretrainSettings
+    from ..config import ALBERT_PRESETS, PRESETS
+    from ..recipes.pretrain import PretrainSettings
 
     p = _parser("minibert pretrain", "Pre-train a BERT with masked LM (+ NSP or SOP) on a text corpus.",
                 "example (CPU, ~10 minutes): minibert pretrain --preset bert-mini --vocab-size 8000 "
@@ -114,8 +98,8 @@ def export_parser() -> argparse.ArgumentParser:
 
 
 def finetune_parser() -> argparse.ArgumentParser:
-    from .recipes.finetune import PRESETS
-    from .training import PRECISIONS
+    from ..recipes.finetune import PRESETS
+    from ..training import PRECISIONS
 
     p = _parser("minibert finetune",
                 "Fine-tune a pre-trained BERT on a task, score it on held-out data and save it with its tokenizer, "
@@ -161,7 +145,7 @@ def finetune_parser() -> argparse.ArgumentParser:
 
 
 def evaluate_parser() -> argparse.ArgumentParser:
-    from .tasks import TASKS
+    from ..tasks import TASKS
 
     p = _parser("minibert evaluate",
                 "Score a fine-tuned model on a task's held-out data. A folder written by minibert finetune is "
@@ -179,113 +163,10 @@ def evaluate_parser() -> argparse.ArgumentParser:
     return p
 
 
-def masking_parser() -> argparse.ArgumentParser:
-    from .config import PRESETS
-    from .experiments.masking import RATES, STRATEGIES, AblationSetup
-
-    p = _parser("minibert experiment masking",
-                "The masking ablation (BERT Table 8 strategies and masking rates): pre-train one small BERT per "
-                "strategy, rate and seed, then measure held-out MLM and a POS probe. Finished runs are kept in "
-                "--out; run it again to go on after an interruption.")
-    add = p.add_argument
-    add("--out", required=True, help="results file (JSON) to write, and to go on from")
-    add("--strategies", nargs="+", choices=list(STRATEGIES),
-        help="MASK/SAME/RND splits, at 15%% (default: all six of Table 8)")
-    add("--rates", nargs="+", type=float,
-        help="masking rates run with 80/10/10 (default " + " ".join(map(str, RATES)) + ")")
-    add("--seeds", nargs="+", type=int, help="seeds per configuration (default 0 1 2)")
-    add("--preset", choices=list(PRESETS), help=f"model size (default {AblationSetup.preset})")
-    add("--probe-sentences", type=int, help="UD EWT sentences per probe split (default: all)")
-    _add_grid_flags(p, AblationSetup)
-    return p
-
-
-def beyond_bert_parser() -> argparse.ArgumentParser:
-    from .experiments.beyond_bert import SIZE_VARIANTS, SIZES, VARIANTS
-
-    p = _parser("minibert experiment beyond-bert",
-                "BERT, RoBERTa and ALBERT pre-training on the same budget, and BERT at several sizes (a small "
-                "Table 6): one small model per configuration and seed, measured on held-out MLM. Finished runs "
-                "are kept in --out; run it again to go on after an interruption.")
-    add = p.add_argument
-    add("--out", required=True, help="results file (JSON) to write, and to go on from")
-    add("--sizes", nargs="+", help="LxHxA sizes pre-trained with each size variant's objective (default: "
-                                   + " ".join("x".join(map(str, s)) for s in SIZES) + ")")
-    add("--variants", nargs="+", choices=list(VARIANTS), help="objectives compared at 2x128x2")
-    add("--size-variants", nargs="+", choices=list(VARIANTS),
-        help="objectives pre-trained at every size (default: " + " ".join(SIZE_VARIANTS) + ")")
-    add("--seeds", nargs="+", type=int, help="seeds per configuration (default 0 1 2)")
-    _add_grid_flags(p)
-    return p
-
-
-def bidirectionality_parser() -> argparse.ArgumentParser:
-    from .config import PRESETS
-    from .experiments.bidirectionality import OBJECTIVES, BidirectionalitySetup
-
-    p = _parser("minibert experiment bidirectionality",
-                "Deep bidirectionality measured (BERT Table 5 / Figure 3 in miniature): the same small encoder "
-                "pre-trained with a masked LM, a left-to-right LM and a bidirectional LM that sees its answers, "
-                "then measured on held-out loss and by frozen-feature probes (UD POS, SST-2). Finished runs are "
-                "kept in --out; run it again to go on after an interruption.")
-    add = p.add_argument
-    add("--out", required=True, help="results file (JSON) to write, and to go on from")
-    add("--objectives", nargs="+", choices=list(OBJECTIVES), help="which (default: all three)")
-    add("--seeds", nargs="+", type=int, help="seeds per objective (default 0 1 2)")
-    add("--preset", choices=list(PRESETS), help=f"model size (default {BidirectionalitySetup.preset})")
-    add("--probe-sentences", type=int, help="UD EWT sentences per probe split (default: all)")
-    add("--sst2-train-sentences", type=int,
-        help=f"SST-2 training sentences of the sentiment probe (default {BidirectionalitySetup.sst2_train_sentences}; "
-             "0: no sentiment probe, and no need of the datasets package)")
-    add("--curve-points", type=int, help="also measure every run at this many checkpoints along its training, for "
-                                         "curves (default 0: at the end only)")
-    _add_grid_flags(p, BidirectionalitySetup)
-    return p
-
-
-def glue_parser() -> argparse.ArgumentParser:
-    from .experiments.glue import TASKS, GlueSettings
-
-    p = _parser("minibert experiment glue",
-                "The paper's table of fine-tuning results (Table 1: MRPC, STS-B, RTE, SST-2, QNLI; Table 3: "
-                "CoNLL-2003 NER) for one model: a `minibert finetune --preset paper` run per task in --runs "
-                "(a finished run is read, an interrupted one resumed), then a results file beside the paper's "
-                "figures.")
-    add = p.add_argument
-    add("--out", required=True, help="results file (JSON) to write")
-    add("--runs", required=True, help="folder of the fine-tuning runs, one sub-folder per task")
-    add("--model", help=f"the pre-trained BERT (default {GlueSettings.model})")
-    add("--tasks", nargs="+", choices=list(TASKS), help="which (default: all)")
-    add("--lr", type=float, help=f"peak learning rate (default {GlueSettings.lr:g})")
-    add("--steps", type=int, help="updates per task (default: the paper's epochs)")
-    add("--seed", type=int, help="seed of every run (default 0)")
-    add("--device", help="auto, cpu, cuda, mps")
-    add("--reuse", nargs="+", metavar="TASK=FOLDER", default=[],
-        help="use a finished `minibert finetune` run for a task instead of running one, e.g. "
-             "sst2=notebooks/pretrained/minilm-sst2")
-    return p
-
-
-def _add_grid_flags(parser: argparse.ArgumentParser, setup_class=None) -> None:
-    """The flags of `GridSetup`, shared by every pre-training grid; the help gives ``setup_class``'s defaults."""
-    from .experiments.grid import GridSetup
-
-    setup_class = setup_class or GridSetup
-    _add_training_flags(parser, setup_class)
-    parser.add_argument("--eval-examples", type=int,
-                        help=f"held-out sequences scored (default {setup_class.__dataclass_fields__['eval_examples'].default})")
-
-
-def _split(given: dict, setup_class) -> dict:
-    """The grid settings: the experiment's own flags, and ``setup``, made of the setup class's fields."""
-    setup = setup_class(**{f.name: given.pop(f.name) for f in fields(setup_class) if f.name in given})
-    return {**given, "setup": setup}
-
-
 def _pretrain(given: dict):
     """With --resume, the flags not given are the run's own (recipe.json, written when it started)."""
-    from .recipes import PretrainSettings, pretrain
-    from .recipes.run_record import with_recorded
+    from ..recipes import PretrainSettings, pretrain
+    from ..recipes.run_record import with_recorded
     if given.get("resume"):
         names = {f.name for f in fields(PretrainSettings)}
         given = with_recorded(given, Path(given["out"]) / "recipe.json", "args", names)
@@ -293,47 +174,18 @@ def _pretrain(given: dict):
 
 
 def _export(given: dict):
-    from .recipes import ExportSettings, export
+    from ..recipes import ExportSettings, export
     return export(ExportSettings(**given))
 
 
 def _finetune(given: dict):
-    from .recipes import FinetuneSettings, finetune
+    from ..recipes import FinetuneSettings, finetune
     return finetune(FinetuneSettings(**given))
 
 
 def _evaluate(given: dict):
-    from .recipes import EvaluateSettings, evaluate
+    from ..recipes import EvaluateSettings, evaluate
     return evaluate(EvaluateSettings(**given))
-
-
-def _masking(given: dict, command: str):
-    from .experiments.masking import AblationSetup, MaskingSettings, experiment
-    return experiment(MaskingSettings(**_split(given, AblationSetup)), command=command)
-
-
-def _beyond_bert(given: dict, command: str):
-    from .experiments.beyond_bert import BeyondBertSettings, experiment
-    from .experiments.grid import GridSetup
-    return experiment(BeyondBertSettings(**_split(given, GridSetup)), command=command)
-
-
-def _bidirectionality(given: dict, command: str):
-    from .experiments.bidirectionality import BidirectionalitySettings, BidirectionalitySetup, experiment
-    return experiment(BidirectionalitySettings(**_split(given, BidirectionalitySetup)), command=command)
-
-
-def _glue(given: dict, command: str):
-    from .experiments.glue import GlueSettings, experiment
-    reuse = {}
-    for item in given.pop("reuse"):
-        task, sep, folder = item.partition("=")
-        if not sep or not folder:
-            raise ValueError(f"--reuse takes TASK=FOLDER, got {item!r}")
-        reuse[task] = folder
-    if given.get("tasks"):
-        given["tasks"] = tuple(given["tasks"])
-    return experiment(GlueSettings(**{k: v for k, v in given.items() if v is not None}, reuse=reuse), command=command)
 
 
 # command -> (its parser, what runs it on the given flags, what to call the path it returns when printing it)
@@ -341,57 +193,3 @@ RECIPES = {"pretrain": (pretrain_parser, _pretrain, "checkpoint"),
            "export": (export_parser, _export, "model"),
            "finetune": (finetune_parser, _finetune, None),
            "evaluate": (evaluate_parser, _evaluate, None)}
-EXPERIMENTS = {"masking": (masking_parser, _masking), "beyond-bert": (beyond_bert_parser, _beyond_bert),
-               "bidirectionality": (bidirectionality_parser, _bidirectionality), "glue": (glue_parser, _glue)}
-
-
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if not argv or argv[0] in ("-h", "--help"):
-        print(__doc__)
-        return 0 if argv else 2
-    command, rest = argv[0], argv[1:]
-    if command == "data":
-        from .data import main as run
-        return run(rest) or 0
-    if command in RECIPES:
-        make_parser, recipe, label = RECIPES[command]
-        given = vars(make_parser().parse_args(rest))
-        return _run(lambda: recipe(given), label)
-    if command == "experiment":
-        if not rest or rest[0] not in EXPERIMENTS:
-            print("usage: minibert experiment masking|beyond-bert|bidirectionality|glue --out FILE [options] "
-                  "(see minibert experiment masking --help)", file=sys.stderr)
-            return 2
-        make_parser, experiment = EXPERIMENTS[rest[0]]
-        given = vars(make_parser().parse_args(rest[1:]))
-        command_line = shlex.join(["minibert", "experiment", *rest])  # stored with the results
-        return _run(lambda: experiment(given, command_line), None)
-    if command in ("release", "autograde"):
-        from .course.grading import main as run
-        return run([command, *rest]) or 0
-    if command == "slides":
-        from .course.slides import main as run
-        return run(rest if rest[:1] == ["annotate"] else ["build", *rest]) or 0
-    print(f"unknown command {command!r}\n{__doc__}", file=sys.stderr)
-    return 2
-
-
-def _run(recipe, label) -> int:
-    """Run a recipe; bad settings, missing data or models end in one line that says what to do."""
-    try:
-        result = recipe()
-    except (ValueError, OSError, FloatingPointError) as e:  # FloatingPointError: training diverged, said how
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt as e:  # the Trainer saved a checkpoint first when it had an out folder
-        print(f"interrupted{f': {e}' if str(e) else ''}; run the same command with --resume to go on",
-              file=sys.stderr)
-        return 130
-    if label:
-        print(f"{label}: {result}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
