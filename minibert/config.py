@@ -37,6 +37,7 @@ ALBERT_SIZES = dict(vocab_size=30000, embedding_size=128, share_layers=True)
 MINIBERT_FIELDS = ("embedding_size", "share_layers", "pruned_heads", "pre_layer_norm")
 MINIBERT_ONLY = "minibert"
 MAX_PARAMETERS = 20_000_000_000  # a typo (an extra zero or three) in a config, not a model anyone trains here
+MAX_LAYERS = 1_000               # BERT-large has 24; a million small layers would take minutes to build, then fail
 
 
 @dataclass
@@ -133,6 +134,9 @@ class BertConfig:
                 not 0 <= self.pad_token_id < self.vocab_size:
             raise ValueError(f"pad_token_id {self.pad_token_id!r} is outside the vocabulary (size {self.vocab_size})")
         self.check_labels()
+        if self.num_hidden_layers > MAX_LAYERS:
+            raise ValueError(f"num_hidden_layers {self.num_hidden_layers:,} is more than {MAX_LAYERS:,} (BERT-base has 12, "
+                             "BERT-large 24): a typo in the config, which would take minutes to build; check it")
         weights = self.approximate_parameters()
         if weights > MAX_PARAMETERS:
             raise ValueError(f"this config describes about {weights / 1e9:,.0f} billion parameters ({weights * 4 / 2**30:,.0f} "

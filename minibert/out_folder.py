@@ -3,7 +3,9 @@
 ``--out`` must be a new folder, an empty one, or one a minibert command wrote: never a folder of the
 user's own, whatever name is typed (``.``, the project, a model being fine-tuned, ``""``). A folder
 gets a mark when a command claims it, so that the same command may write there again (resume a run,
-rebuild the slides); folders written before marks existed are recognised by what they hold.
+rebuild the slides). A folder written before marks existed is recognised by what it holds: only what
+minibert commands write, and at least one thing that only they write. A user's folder that merely
+*contains* a ``checkpoints/`` or a ``results.json`` (a project root does) is not one of ours.
 """
 from __future__ import annotations
 
@@ -11,8 +13,21 @@ import os
 from pathlib import Path
 
 MARK = ".minibert-output"
-# What a minibert command leaves in its folder, for folders written before the mark existed.
-MADE_BY_MINIBERT = ("recipe.json", "results.json", "held_out.json", "checkpoints", "tokenizer")
+# For folders written before the mark existed: what only a minibert command leaves in its folder, and
+# what else it writes there (a model folder's files, the slides' assets).
+MADE_BY_MINIBERT = ("recipe.json", "results.json", "held_out.json", "checkpoints", "tokenizer", "run.json",
+                    "trainer_state.json", "history.json", "predictions.json")
+ALSO_WRITTEN = ("config.json", "model.safetensors", "vocab.txt", "tokenizer.json", "tokenizer_config.json",
+                "special_tokens_map.json")
+# Names a user's own folder has as often as ours: ours only beside what makes them ours (a model card
+# beside a model's config, the slides' assets beside a slides page).
+ONLY_WITH = {"README.md": lambda names: "config.json" in names,
+             "assets": lambda names: any(name.endswith(".slides.html") for name in names)}
+
+
+def _ours(name: str) -> bool:
+    """Only a minibert command writes an entry of this name (a checkpoint step, a slides page)."""
+    return name in MADE_BY_MINIBERT or name.startswith("step-") or name.endswith(".slides.html")
 
 
 def claimable(out: str | os.PathLike, command: str) -> Path:
@@ -26,10 +41,12 @@ def claimable(out: str | os.PathLike, command: str) -> Path:
     if not out.is_dir() or (out / MARK).is_file():
         return out
     entries = sorted(p.name for p in out.iterdir())
-    if not entries or any(name in MADE_BY_MINIBERT or name.startswith("step-") or name.endswith(".slides.html")
-                          for name in entries):
+    foreign = [name for name in entries if not (_ours(name) or name in ALSO_WRITTEN
+                                                or (name in ONLY_WITH and ONLY_WITH[name](entries)))]
+    if not entries or (any(_ours(name) for name in entries) and not foreign):
         return out
-    shown = ", ".join(entries[:4]) + (f" and {len(entries) - 4} more" if len(entries) > 4 else "")
+    foreign = foreign if any(_ours(name) for name in entries) else entries  # what makes it the user's
+    shown = ", ".join(foreign[:4]) + (f" and {len(foreign) - 4} more" if len(foreign) > 4 else "")
     raise ValueError(f"{command}: --out {out} is a folder that minibert did not write, and it holds {shown}; "
                      "nothing was written there. Name a new folder (it is made for you)")
 

@@ -130,7 +130,7 @@ def test_the_library_imports_nothing_built_on_it():
     assert not {m: t for m, t in upward.items() if t}, "the library imports from recipes/experiments/cli/course"
 
 
-CORE = {f"minibert.{name}" for name in ("config", "tokenizer", "tokenizer_files", "vocabulary", "embeddings",
+CORE = {f"minibert.{name}" for name in ("config", "inputs", "tokenizer", "tokenizer_files", "vocabulary", "embeddings",
                                          "attention", "add_norm", "model", "heads", "outputs", "hub", "atomic")}
 
 

@@ -314,3 +314,66 @@ def test_bad_input_is_a_one_line_error(data_home, tmp_path, capsys, monkeypatch)
     monkeypatch.setenv("MINIBERT_DATA_MIRROR", str(tmp_path / "no-mirror"))
     assert main(["finetune", "sst2", "--model", MODEL, "--out", str(tmp_path / "d")]) == 2
     assert "has no sst2/train.tsv" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--epochs", "inf"], "epochs must be a positive, finite number, got inf"),
+    (["--epochs", "nan"], "epochs must be a positive, finite number, got nan"),
+    (["--lr", "inf"], "lr must be a positive, finite number, got inf"),
+    (["--time-budget", "-5"], "time-budget must be a positive, finite number, got -5.0"),
+    (["--batch-size", "0"], "batch-size must be a positive integer, got 0"),
+])
+def test_numbers_that_cannot_train_are_refused_before_anything_is_written(flags, message, tmp_path, capsys):
+    """`--epochs inf` ended in a traceback and `--epochs nan` was trained and recorded as NaN in results.json."""
+    assert main(["finetune", "sst2", "--model", MODEL, "--out", str(tmp_path / "run"), *flags]) == 2
+    assert capsys.readouterr().err.strip() == f"error: {message}" and not (tmp_path / "run").exists()
+
+
+def test_settings_from_python_say_which_value_is_wrong_and_a_length_beyond_the_positions_is_refused(
+        data_home, tokenizer, tmp_path, capsys):
+    from minibert.recipes import FinetuneSettings
+    with pytest.raises(ValueError, match="lr must be a positive, finite number, got 'fast'"):
+        FinetuneSettings(task="sst2", model=MODEL, out=str(tmp_path / "a"), lr="fast")
+    with pytest.raises(ValueError, match="max-length must be a positive integer, got '64'"):
+        FinetuneSettings(task="sst2", model=MODEL, out=str(tmp_path / "a"), max_length="64")
+    with pytest.raises(ValueError, match="seed must be a whole number of 0 or more, got True"):
+        FinetuneSettings(task="sst2", model=MODEL, out=str(tmp_path / "a"), seed=True)
+    folder = tmp_path / "tiny"   # 64 position embeddings
+    BertForSequenceClassification(tiny_config(tokenizer)).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    assert main(["finetune", "sst2", "--model", str(folder), "--out", str(tmp_path / "b"), "--max-length", "100000"]) == 2
+    assert "--max-length 100,000 is longer than" in capsys.readouterr().err and not (tmp_path / "b").exists()
+    assert main(["evaluate", "sst2", "--model", str(folder), "--max-length", "65"]) == 2
+    assert "it has 64 position embeddings. Give --max-length 64 or less" in capsys.readouterr().err
+
+
+def test_a_kill_saves_the_fine_tuning_run_and_resume_goes_on(data_home, tokenizer, tmp_path):
+    """SIGTERM (docker stop, SLURM, systemd) saves a fine-tuning run as Ctrl-C does, and --resume goes on."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    folder = tmp_path / "tiny"
+    BertForSequenceClassification(tiny_config(tokenizer)).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    out = tmp_path / "run"
+    args = [sys.executable, "-m", "minibert.cli", "finetune", "sst2", "--model", str(folder), "--out", str(out),
+            "--steps", "100000", "--batch-size", "4", "--max-length", "32", "--train-examples", "64",
+            "--eval-examples", "8", "--preset", "cpu", "--time-budget", "600"]
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "OMP_NUM_THREADS": "1"})
+    deadline = time.monotonic() + 120
+    while not (out / "checkpoints" / "run.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(3)  # some updates
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 130 and "--resume" in err, err[-500:]
+    saved = sorted((out / "checkpoints").glob("step-*"))
+    assert len(saved) == 1 and 0 < int(saved[0].name[5:]) < 100000
+    step = int(saved[0].name[5:])
+    assert main(["finetune", "sst2", "--model", str(folder), "--out", str(out), "--steps", str(step + 2),
+                 "--batch-size", "4", "--max-length", "32", "--train-examples", "64", "--eval-examples", "8",
+                 "--preset", "cpu", "--time-budget", "600", "--resume"]) == 0
+    assert json.loads((out / "results.json").read_text())["steps"] == step + 2

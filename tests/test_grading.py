@@ -153,12 +153,34 @@ def test_hidden_tests_run(demo_release, tmp_path):
     assert "overflows on large logits" in scores.notebooks["01_demo"]["softmax_tests"].error
 
 
+WARNING_SOFTMAX = """import sys, warnings
+def softmax(x):
+    warnings.warn("a warning a correct answer may well print (torch.tensor of a tensor, a deprecation, ...)")
+    print("and a line on stderr", file=sys.stderr)
+    z = np.exp(x - x.max(axis=-1, keepdims=True))
+    return z / z.sum(axis=-1, keepdims=True)
+"""
+
+
+def test_a_correct_answer_that_writes_to_stderr_keeps_its_points(demo_release, tmp_path):
+    """nbgrader takes any stderr output of a test cell for a failure: a correct answer that prints a warning
+    scored 0 with no reason. A test cell that ran to its end (its token printed) passed, warnings or not;
+    a wrong answer that warns still scores zero, with its assertion as the reason."""
+    right = submit(demo_release, tmp_path / "right", softmax=WARNING_SOFTMAX)
+    assert marks(grading.autograde(right, source=FIXTURE))["softmax_tests"] == (2, 2)
+    wrong = submit(demo_release, tmp_path / "wrong", softmax=WARNING_SOFTMAX.replace("x - x.max", "x - 0 * x.max")
+                   .replace("z = np.exp", "z = 2 * np.exp") .replace("return z /", "return z / 2 /"))
+    scores = grading.autograde(wrong, source=FIXTURE)
+    assert marks(scores)["softmax_tests"] == (0, 2) and scores.notebooks["01_demo"]["softmax_tests"].error
+
+
 SNOOPING_SOFTMAX = """import os
 from pathlib import Path
 course = Path.cwd().parents[2]  # the kernel runs in <course>/autograded/<student>/<assignment>
 assert os.geteuid() != 0, "student code runs as root"
 for secret in [course / "source" / "notebooks" / "01_demo.ipynb", course / "gradebook.db",
-               course / "submitted" / "student" / "notebooks" / "01_demo.ipynb"]:
+               course / "submitted" / "student" / "notebooks" / "01_demo.ipynb",
+               *Path.cwd().glob("*.ipynb")]:  # the notebook being graded, written with its hidden tests restored
     try:
         secret.read_bytes()
     except PermissionError:
@@ -170,13 +192,16 @@ Path("scratch.txt").write_text("its own folder is writable")
 
 def test_student_code_cannot_reach_hidden_tests_or_the_gradebook(grader_account, demo_release, tmp_path, capsys):
     """Grading as root, the kernel runs as nobody: the course folder's instructor copy (hidden tests),
-    gradebook and submitted original are out of its reach, its own folder is writable; instructor
+    gradebook and submitted original are out of its reach, and so is the notebook nbgrader writes into the
+    kernel's own folder with every test restored; that folder is writable; instructor
     notebooks it could still read (the fixture, in a world-readable checkout) are named in a warning."""
     if grader_account is None:
         pytest.skip("only a grader started as root switches student code to another user")
     instructor = FIXTURE.resolve() / "01_demo.ipynb"
+    git = next(f / ".git" for f in FIXTURE.resolve().parents if (f / ".git").exists())  # every hidden test's history
     hides = sandbox.can_hide()  # root with mount namespaces: the readable instructor notebooks are emptied
-    reads = f"\nassert (Path({str(instructor)!r}).read_bytes() == b'') == {hides}, 'instructor notebook'\n"
+    reads = (f"\nassert (Path({str(instructor)!r}).read_bytes() == b'') == {hides}, 'instructor notebook'"
+             f"\nassert (not any(Path({str(git)!r}).iterdir())) == {hides}, 'the checkout git history'\n")
     submission = submit(demo_release, tmp_path / "submission", softmax=SNOOPING_SOFTMAX + reads)
     scores = grading.autograde(submission, source=FIXTURE)
     assert marks(scores)["softmax_tests"] == (2, 2), scores.table()
@@ -191,13 +216,21 @@ LEAVES_A_PROCESS = """import os, subprocess, sys
 from minibert.course.sandbox import SUBMISSION_IDS
 assert os.getuid() in SUBMISSION_IDS and os.getgid() == os.getuid() and not os.getgroups(), "an identity of its own"
 subprocess.Popen([sys.executable, "-c", "import time; time.sleep(31337)"], start_new_session=True)
+os.makedirs("/tmp/left-by-a-submission", exist_ok=True)
+open("/tmp/left-by-a-submission/notes.txt", "w").write("for whoever gets this id next")
+open("/dev/shm/left-by-a-submission", "w").write("and here")
+""" + STABLE_SOFTMAX
+FINDS_NOTHING_LEFT = """import os
+assert not os.path.exists("/tmp/left-by-a-submission"), "a file the last submission left in /tmp"
+assert not os.path.exists("/dev/shm/left-by-a-submission"), "a file the last submission left in /dev/shm"
 """ + STABLE_SOFTMAX
 
 
 def test_each_submission_runs_as_its_own_identity_and_leaves_no_process(grader_account, demo_release, tmp_path):
     """A detached process started by one submission used to outlive its kernel, as the same `nobody` as the
     next student's kernels: it could kill them or copy their work. Now every graded notebook runs as a user id
-    of its own, and every process of that id is ended when its grading ends."""
+    of its own, and every process of that id is ended when its grading ends; what it left in /tmp or
+    /dev/shm for the next holder of the id is deleted."""
     if grader_account is None:
         pytest.skip("only a grader started as root switches student code to another user")
 
@@ -207,7 +240,8 @@ def test_each_submission_runs_as_its_own_identity_and_leaves_no_process(grader_a
     first = submit(demo_release, tmp_path / "first", softmax=LEAVES_A_PROCESS)
     assert marks(grading.autograde(first, source=FIXTURE))["softmax_tests"] == (2, 2)
     assert not sleepers(), "the detached process outlived the grading"
-    second = submit(demo_release, tmp_path / "second", softmax=STABLE_SOFTMAX)
+    assert not Path("/tmp/left-by-a-submission").exists() and not Path("/dev/shm/left-by-a-submission").exists()
+    second = submit(demo_release, tmp_path / "second", softmax=FINDS_NOTHING_LEFT)
     assert marks(grading.autograde(second, source=FIXTURE))["softmax_tests"] == (2, 2)
 
 

@@ -270,6 +270,8 @@ def test_slides_command(tmp_path, capsys, monkeypatch):
     for command in (["slides", "broken.ipynb", "--out", str(out)], ["slides", "annotate", "broken.ipynb"]):
         assert cli.main(command) == 1
         assert capsys.readouterr().err.startswith("error: broken.ipynb is not a readable notebook (")
+    assert cli.main(["slides", "broken.ipynb", "--out", "new-slides"]) == 1
+    assert not (tmp_path / "new-slides").exists(), "a broken notebook stops the build before anything is written"
 
 
 # --- the course zip -----------------------------------------------------------------------------

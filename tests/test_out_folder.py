@@ -95,3 +95,37 @@ def test_slides_never_replace_a_users_assets_folder(tmp_path, capsys):
     notebook = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("00_*.ipynb"))[0]
     assert slides.main(["build", str(notebook), "--out", str(mine)]) != 0
     assert "minibert did not write" in capsys.readouterr().err and untouched(mine)
+
+
+def test_a_folder_that_merely_holds_something_minibert_writes_is_still_the_users(tmp_path):
+    """The project root holds checkpoints/ (notebook 04's run) beside the user's README: not ours. Nor is a
+    folder of the user's that holds only assets/, the name of the slides' assets folder."""
+    project = user_folder(tmp_path / "project")
+    (project / "checkpoints").mkdir()
+    (project / "course.py").write_text("# the user's\n")
+    with pytest.raises(ValueError, match=r"project is a folder that minibert did not write, and it holds README.md, assets, course.py"):
+        claimable(project, "minibert export")
+    only_assets = tmp_path / "only-assets"
+    (only_assets / "assets").mkdir(parents=True)
+    with pytest.raises(ValueError, match="minibert did not write, and it holds assets"):
+        claim(only_assets, "minibert slides")
+    # a run folder from before the mark: only what the commands write, and something only they write
+    old_run = tmp_path / "old-run"
+    for name in ("step-000010", "tokenizer", "checkpoints"):
+        (old_run / name).mkdir(parents=True)
+    (old_run / "recipe.json").write_text("{}")
+    assert claimable(old_run, "minibert pretrain") == old_run
+    old_model = tmp_path / "old-model"   # an exported model folder from before the mark: its card is ours
+    old_model.mkdir()
+    for name in ("config.json", "model.safetensors", "README.md", "held_out.json"):
+        (old_model / name).write_text("{}")
+    assert claimable(old_model, "minibert export") == old_model
+
+
+def test_export_into_the_project_root_is_refused_even_with_a_checkpoints_folder(tmp_path, monkeypatch, capsys):
+    project = user_folder(tmp_path / "project")
+    (project / "checkpoints").mkdir()
+    monkeypatch.chdir(project)
+    assert main(["export", str(tmp_path / "nowhere"), "--out", "."]) == 2
+    assert "minibert did not write" in capsys.readouterr().err
+    assert (project / "README.md").read_text() == "my project\n"

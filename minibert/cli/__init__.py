@@ -62,7 +62,7 @@ def _run(recipe, label) -> int:
     """Run a recipe; bad settings, missing data or models end in one line that says what to do."""
     try:
         result = recipe()
-    except (ValueError, OSError, FloatingPointError) as e:  # FloatingPointError: training diverged, said how
+    except (ValueError, OSError, FloatingPointError, OverflowError) as e:  # FloatingPointError: training diverged
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:  # the Trainer saved a checkpoint first when it had an out folder

@@ -49,3 +49,21 @@ def did_not_run(autograded: Path, token: str) -> set[str]:
         if not failed and MARK + token not in printed:
             found.add(cell.metadata["nbgrader"]["grade_id"])
     return found
+
+
+def ran_to_the_end_with_stderr(autograded: Path, token: str) -> set[str]:
+    """grade_ids of the test cells of ``autograded`` that ended without an error and with their token, so every
+    assertion in them held, but that wrote to stderr on the way (a warning from the student's code, say).
+    nbgrader gives such a cell no points, as if it had failed; its token says it passed."""
+    if not autograded.exists():
+        return set()
+    found = set()
+    for cell in test_cells(nbformat.read(autograded, as_version=4)):
+        outputs = cell.get("outputs", [])
+        failed = any(output.output_type == "error" for output in outputs)
+        printed = "".join(output.get("text", "") for output in outputs
+                          if output.output_type == "stream" and output.get("name") == "stdout")
+        warned = any(output.output_type == "stream" and output.get("name") == "stderr" for output in outputs)
+        if warned and not failed and MARK + token in printed:
+            found.add(cell.metadata["nbgrader"]["grade_id"])
+    return found

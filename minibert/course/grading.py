@@ -166,7 +166,7 @@ def autograde(submission_dir, source="notebooks", timeout=600, run_as: str | Non
         raise GradingError(f"no graded cells in any notebook of {source}")
     try:
         user = sandbox.user_to_run_as(run_as)
-        exposed = sandbox.check_user(user, notebooks + sorted(submission_dir.glob("*.ipynb"))) if user else []
+        exposed = sandbox.check_user(user, notebooks + sandbox.secrets_beside(source, submission_dir)) if user else []
     except sandbox.SandboxError as e:
         raise GradingError(str(e)) from None
     if user is None and hasattr(os, "geteuid") and os.geteuid() == 0:
@@ -174,9 +174,10 @@ def autograde(submission_dir, source="notebooks", timeout=600, run_as: str | Non
               "anything; do this only in a throwaway container", file=sys.stderr)
     hidden = [p.resolve() for p in exposed] if exposed and sandbox.can_hide() else []  # emptied for the kernel
     if exposed and not hidden:
-        folders = sorted({str(p.parent.resolve()) for p in exposed})
+        folders = sorted({str(p.resolve() if p.is_dir() else p.parent.resolve()) for p in exposed})  # .git: itself
         print(f"warning: student code runs as {user.pw_name}, who can read {len(exposed)} of the instructor "
-              f"notebooks or submissions (in {', '.join(folders)}): a submission could copy hidden tests or "
+              f"notebooks, submissions or the checkout's git history (in {', '.join(folders)}): a submission "
+              f"could copy hidden tests or "
               f"another student's work. Make them private to the grader, e.g. chmod -R go-rwx "
               f"{' '.join(shlex.quote(f) for f in folders)}", file=sys.stderr)
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
@@ -244,6 +245,8 @@ def _autograde_one(root: Path, submission_dir: Path, source, name: str, timeout:
     scored = _with_errors(grades, autograded, present)
     for grade_id in canary.did_not_run(autograded, token) & set(scored):
         scored[grade_id] = CellGrade(0.0, scored[grade_id].max_score, canary.REASON)
+    for grade_id in canary.ran_to_the_end_with_stderr(autograded, token) & set(scored):  # a warning is no failure
+        scored[grade_id] = CellGrade(scored[grade_id].max_score, scored[grade_id].max_score, "")
     return scored
 
 

@@ -30,6 +30,7 @@ import os
 import resource
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -117,12 +118,34 @@ def check_user(user, private: list[Path]) -> list[Path]:
     return [Path(path) for kind, path in found if kind == "readable"]
 
 
+def secrets_beside(source, submission_dir: Path, most: int = 2000) -> list[Path]:
+    """What else a kernel must not read, besides the instructor notebooks: this submission's notebooks and
+    those of its sibling folders (a class's submissions side by side), and the git history of the checkout
+    the instructor notebooks live in, which holds every hidden test."""
+    found = sorted(submission_dir.glob("*.ipynb"))
+    found += sorted(p for p in submission_dir.resolve().parent.glob("*/*.ipynb")
+                    if p.parent != submission_dir.resolve())[:most]
+    for folder in [Path(source).resolve(), *Path(source).resolve().parents]:
+        if (folder / ".git").exists():
+            found.append(folder / ".git")
+            break
+    return found
+
+
 def hand_over(folder: Path, course: Path, uid: int, gid: int) -> None:
-    """Give ``folder`` (and everything in it) to ``uid``; let it reach ``folder`` from ``course``."""
+    """Give ``folder`` (and everything in it but notebooks) to ``uid``; let it reach ``folder`` from ``course``.
+
+    The notebooks stay root's, unreadable: nbgrader writes the one being graded into this folder before the
+    kernel starts, with every test cell restored (hidden tests and the canary's tokens included), and sends
+    the kernel its cells itself, so the kernel never needs the file."""
     for place in [course, *reversed(folder.relative_to(course).parents[:-1])]:
         (course / place).chmod(TRAVERSE_ONLY)
     for here, dirs, files in os.walk(folder):
         for name in [here, *(os.path.join(here, n) for n in dirs + files)]:
+            if name.endswith(".ipynb") and not os.path.islink(name):
+                os.chown(name, 0, 0, follow_symlinks=False)
+                os.chmod(name, 0o600)
+                continue
             os.chown(name, uid, gid, follow_symlinks=False)
 
 
@@ -142,9 +165,40 @@ def reserve_identity() -> int:
     raise SandboxError(f"every grading id of {SUBMISSION_IDS} is held: remove {IDS_HELD} if no grader is running")
 
 
+# World-writable places a kernel can leave files in outside its own folder (which goes with the course folder).
+SHARED_SCRATCH = (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))
+
+
+def remove_files_of(uid: int, places=SHARED_SCRATCH) -> list[Path]:
+    """Delete what ``uid`` left in the machine's shared scratch folders (and in the world-writable folders
+    directly inside them, such as /tmp/.X11-unix), so that the next submission to get the id finds nothing of
+    this one's: notes, copies of its notebook, a planted module. Links are removed, never followed."""
+    removed = []
+    for place in places:
+        try:
+            entries = list(place.iterdir())
+        except OSError:  # not on this machine, or not readable
+            continue
+        for entry in entries:
+            try:
+                info = entry.lstat()
+            except OSError:
+                continue
+            if info.st_uid == uid:
+                if stat.S_ISDIR(info.st_mode):
+                    shutil.rmtree(entry, ignore_errors=True)
+                else:
+                    entry.unlink(missing_ok=True)
+                removed.append(entry)
+            elif stat.S_ISDIR(info.st_mode) and info.st_mode & 0o002:  # world-writable (and sticky)
+                removed += remove_files_of(uid, (entry,))
+    return removed
+
+
 def release_identity(uid: int) -> None:
-    """End every process of ``uid`` and give the id back."""
+    """End every process of ``uid``, delete what it left in the shared scratch folders, and give the id back."""
     end_processes(uid)
+    remove_files_of(uid)
     (IDS_HELD / str(uid)).unlink(missing_ok=True)
 
 
@@ -177,10 +231,11 @@ def end_processes(uid: int) -> int:
     return killed
 
 
-def hide(paths: list[Path], empty: Path) -> None:
-    """In a mount namespace of this process's own, lay ``empty`` (an empty file) over each of ``paths``: the
-    kernel and everything it starts see empty files where the instructor notebooks are. Needs root with
-    CAP_SYS_ADMIN (OSError otherwise; `can_hide` asks first)."""
+def hide(paths: list[Path], empty: Path, empty_dir: Path | None = None) -> None:
+    """In a mount namespace of this process's own, lay ``empty`` (an empty file) over each file of ``paths``
+    and ``empty_dir`` (an empty folder) over each folder: the kernel and everything it starts see empty files
+    where the instructor notebooks are, and an empty folder where the checkout's git history is. Needs root
+    with CAP_SYS_ADMIN (OSError otherwise; `can_hide` asks first)."""
     libc = ctypes.CDLL(None, use_errno=True)
 
     def check(result: int, what: str) -> None:
@@ -191,7 +246,8 @@ def hide(paths: list[Path], empty: Path) -> None:
     check(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
     check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")  # nothing leaks out
     for path in paths:
-        check(libc.mount(os.fsencode(empty), os.fsencode(path), None, MS_BIND, None), f"bind {empty} over {path}")
+        cover = empty_dir if empty_dir is not None and Path(path).is_dir() else empty
+        check(libc.mount(os.fsencode(cover), os.fsencode(path), None, MS_BIND, None), f"bind {cover} over {path}")
 
 
 def can_hide() -> bool:
@@ -230,10 +286,11 @@ def launch(user_name: str, course: Path, command: list[str], uid: int | None = N
         os.chown(copy, uid, gid)
         command = [*command[:at], str(copy), *command[at + 1:]]
     if hidden:
-        empty = course / "empty"
+        empty, empty_dir = course / "empty", course / "empty-folder"
         empty.write_bytes(b"")
         empty.chmod(0o444)
-        hide(list(hidden), empty)
+        empty_dir.mkdir(mode=0o555, exist_ok=True)
+        hide(list(hidden), empty, empty_dir)
     # the grader's data and models are read where they are; data they lack is fetched into the new home
     os.environ.update({variable: str(folder) for variable, folder in caches().items()})
     os.environ["MINIBERT_DATA_DIR"] = str(home / "data")

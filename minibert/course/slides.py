@@ -202,6 +202,7 @@ def build(notebooks=None, out="slides") -> list[Path]:
     from nbconvert.preprocessors import TagRemovePreprocessor
 
     notebooks = _existing(notebooks or sorted(Path().glob(DEFAULT_NOTEBOOKS)))
+    read = {path: annotate(_read(path)) for path in notebooks}  # a broken notebook stops us before anything is written
     try:  # a new folder, or one minibert wrote: its assets/ is replaced, a folder of the user's never
         out = claim(out, "minibert slides")
     except ValueError as e:
@@ -215,8 +216,7 @@ def build(notebooks=None, out="slides") -> list[Path]:
     exporter.register_preprocessor(TagRemovePreprocessor(remove_input_tags={HIDE_INPUT}), enabled=True)
     written = []
     for path in notebooks:
-        html, _ = exporter.from_notebook_node(annotate(_read(path)),
-                                              resources={"metadata": {"name": path.stem}})
+        html, _ = exporter.from_notebook_node(read[path], resources={"metadata": {"name": path.stem}})
         target = out / f"{path.stem}.slides.html"
         target.write_text(html, encoding="utf-8")
         written.append(target)

@@ -34,17 +34,25 @@ class ChecksumError(ValueError):
 
 
 def ensure(dataset: str) -> Path:
-    """The dataset's local folder, fetched first when incomplete: "use the local copy, else get it"."""
+    """The dataset's local folder, fetched first when incomplete: "use the local copy, else get it". Every
+    loader reads its files through here, so a file of it that is not the registry's (cut off by a full
+    disk, edited by hand) is refused before anything is read from it, not scored or trained on."""
     try:
-        return path(dataset)
+        folder = path(dataset)
     except FileNotFoundError:
-        pass
-    try:
-        return fetch([dataset])[dataset]
-    except PermissionError as e:  # e.g. a grading kernel run as an unprivileged user
-        raise PermissionError(f"{dataset} is not in {data_dir()} and this user cannot write there ({e}); fetch "
-                              f"it as the folder's owner first (python -m minibert.data fetch {dataset}), or set "
-                              "MINIBERT_DATA_DIR to a folder this user can write") from None
+        try:
+            folder = fetch([dataset])[dataset]
+        except PermissionError as e:  # e.g. a grading kernel run as an unprivileged user
+            raise PermissionError(f"{dataset} is not in {data_dir()} and this user cannot write there ({e}); "
+                                  f"fetch it as the folder's owner first (python -m minibert.data fetch {dataset}), "
+                                  "or set MINIBERT_DATA_DIR to a folder this user can write") from None
+    bad = damaged(dataset, folder)
+    if bad:
+        raise ChecksumError(f"{folder / bad[0]} is damaged: its sha256 is not the one the registry pins for "
+                            f"{dataset}/{bad[0]} (cut off by a full disk, or edited)"
+                            + (f", and so are {', '.join(bad[1:])}" if bad[1:] else "")
+                            + f". Fetch it again: python -m minibert.data fetch {dataset}")
+    return folder
 
 
 def fetch(names: str | Iterable[str] | None = None, *, dest: str | Path | None = None,

@@ -29,6 +29,7 @@ which data every number comes from). Held-out data, per task:
 from __future__ import annotations
 
 import json
+import math
 import os
 import shlex
 import time
@@ -61,10 +62,15 @@ class Hyperparameters:
     def __post_init__(self):
         for name in ("batch_size", "max_steps", "max_length", "train_examples", "eval_examples"):
             value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value < 1):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
                 raise ValueError(f"{name.replace('_', '-')} must be a positive integer, got {value!r}")
-        if self.epochs <= 0:
-            raise ValueError(f"epochs must be positive, got {self.epochs}")
+        for name in ("lr", "epochs", "time_budget_s"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, (int, float)) and 0 < value < math.inf):
+                raise ValueError(f"{name.replace('_s', '').replace('_', '-')} must be a positive, finite number, "
+                                 f"got {value!r}")
+        if not 0 <= self.warmup_ratio < 1:
+            raise ValueError(f"warmup-ratio must be in [0, 1), got {self.warmup_ratio!r}")
 
 
 _PAIR_TASKS, _NER_TASKS = ("mrpc", "stsb", "rte", "qnli", "snli"), ("ner", "wnut17")
@@ -119,8 +125,21 @@ class FinetuneSettings:
         self.model, self.out = os.fspath(self.model), os.fspath(self.out)
         self.tokenizer = None if self.tokenizer is None else os.fspath(self.tokenizer)
         for name in ("epochs", "time_budget", "lr"):  # as the command line gives them: the command stays alike
-            if getattr(self, name) is not None:
-                setattr(self, name, float(getattr(self, name)))
+            value = getattr(self, name)
+            if value is not None:
+                try:
+                    number = float(value)
+                except (TypeError, ValueError):
+                    number = math.nan
+                if isinstance(value, bool) or not 0 < number < math.inf:
+                    raise ValueError(f"{name.replace('_', '-')} must be a positive, finite number, got {value!r}")
+                setattr(self, name, number)
+        for name in ("steps", "batch_size", "max_length", "train_examples", "eval_examples", "seed"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                                      or value < (0 if name == "seed" else 1)):
+                kind = "a whole number of 0 or more" if name == "seed" else "a positive integer"
+                raise ValueError(f"{name.replace('_', '-')} must be {kind}, got {value!r}")
         if self.preset not in ("auto", *PRESETS):
             raise ValueError(f"preset must be auto, {' or '.join(PRESETS)}, got {self.preset!r}")
         if self.precision not in PRECISIONS:
@@ -159,6 +178,15 @@ def hyperparameters(settings: FinetuneSettings, device_type: str) -> tuple[str, 
     return preset, replace(chosen, **{k: v for k, v in given.items() if v is not None})
 
 
+def check_max_length(model, max_length: int, name: str) -> None:
+    """Inputs of ``max_length`` tokens need that many position embeddings: refuse a longer length before any data
+    is encoded (a position beyond the table would fail deep in the first batch, or be read as garbage)."""
+    positions = model.config.max_position_embeddings
+    if max_length > positions:
+        raise ValueError(f"--max-length {max_length:,} is longer than {name} can read: it has {positions:,} "
+                         f"position embeddings. Give --max-length {positions} or less")
+
+
 def finetune(settings: FinetuneSettings) -> dict:
     """Run the recipe; prints the metric and returns what results.json holds."""
     s, task = settings, get_task(settings.task)
@@ -180,6 +208,7 @@ def finetune(settings: FinetuneSettings) -> dict:
         refuse_changes(record, "settings", defining, tuple(defining), out)
     torch.manual_seed(s.seed)  # the new layer's initial weights: from the seed, not from the generator's state
     model = task.new_model(s.model)
+    check_max_length(model, h.max_length, s.model)
     tokenizer = BertTokenizer.from_pretrained(s.tokenizer or s.model)
     task_inputs = task.build_data(tokenizer, model, max_length=h.max_length, train_examples=h.train_examples,
                                   eval_examples=h.eval_examples, seed=s.seed, split=s.split)
@@ -291,6 +320,7 @@ def evaluate(settings: EvaluateSettings) -> dict:
     chosen = replace(chosen, **{k: v for k, v in {"eval_examples": s.eval_examples,
                                                   "max_length": s.max_length}.items() if v is not None})
     model = task.model_class.from_pretrained(s.model).to(pick_device(s.device))
+    check_max_length(model, chosen.max_length, s.model)
     fresh = [k for k in model.loading_info["missing_keys"] if not k.startswith("bert.")]
     if fresh:  # a head made up on the spot scores chance, and would look like a result
         raise ValueError(f"{s.model} has no {task.name} head ({', '.join(fresh[:2])} would be random): evaluate a "

@@ -10,7 +10,7 @@ from torch import Tensor
 
 from ..config import BertConfig
 from ..heads import masked_lm_positions
-from ..model import check_inputs
+from ..inputs import check_inputs
 from ..padding import pad, pad_with_mask  # noqa: F401 (also training's names: `from minibert.training import pad`)
 
 
@@ -59,7 +59,7 @@ def to_device(batch, device: torch.device, config=None) -> dict:
     """A batch (a dict: the model's keyword arguments and labels) with its tensors on ``device``.
 
     Given the model's ``config`` and a device other than the CPU, the ids are checked first, on the CPU
-    where reading them is free (`minibert.model.check_inputs`): the model itself skips that check on a
+    where reading them is free (`minibert.inputs.check_inputs`): the model itself skips that check on a
     GPU, where it would wait for the device at every forward pass, and makes it on the CPU.
     """
     if not isinstance(batch, dict):
