@@ -37,33 +37,25 @@ def plant(notebook: Path) -> str:
     return token
 
 
-def did_not_run(autograded: Path, token: str) -> set[str]:
-    """grade_ids of the test cells of ``autograded`` that ended with neither an error nor their token."""
-    if not autograded.exists():
-        return set()
-    found = set()
-    for cell in test_cells(nbformat.read(autograded, as_version=4)):
-        outputs = cell.get("outputs", [])
-        failed = any(output.output_type == "error" for output in outputs)
-        printed = "".join(output.get("text", "") for output in outputs if output.output_type == "stream")
-        if not failed and MARK + token not in printed:
-            found.add(cell.metadata["nbgrader"]["grade_id"])
-    return found
+def verdicts(autograded: Path, token: str) -> tuple[set[str], set[str]]:
+    """Two sets of grade_ids, read from the test cells of ``autograded`` in one pass:
 
-
-def ran_to_the_end_with_stderr(autograded: Path, token: str) -> set[str]:
-    """grade_ids of the test cells of ``autograded`` that ended without an error and with their token, so every
-    assertion in them held, but that wrote to stderr on the way (a warning from the student's code, say).
-    nbgrader gives such a cell no points, as if it had failed; its token says it passed."""
+    - those that did not run as written: they ended with neither an error nor their token;
+    - those that passed though nbgrader gave them nothing: they ended without an error and with their token
+      on stdout, so every assertion in them held, but wrote to stderr on the way (a warning from the
+      student's code, say), which nbgrader takes for a failure.
+    """
+    did_not_run, passed_with_stderr = set(), set()
     if not autograded.exists():
-        return set()
-    found = set()
+        return did_not_run, passed_with_stderr
     for cell in test_cells(nbformat.read(autograded, as_version=4)):
-        outputs = cell.get("outputs", [])
+        outputs, grade_id = cell.get("outputs", []), cell.metadata["nbgrader"]["grade_id"]
         failed = any(output.output_type == "error" for output in outputs)
-        printed = "".join(output.get("text", "") for output in outputs
-                          if output.output_type == "stream" and output.get("name") == "stdout")
-        warned = any(output.output_type == "stream" and output.get("name") == "stderr" for output in outputs)
-        if warned and not failed and MARK + token in printed:
-            found.add(cell.metadata["nbgrader"]["grade_id"])
-    return found
+        streams = {name: "".join(o.get("text", "") for o in outputs if o.output_type == "stream" and o.get("name") == name)
+                   for name in ("stdout", "stderr")}
+        if not failed and MARK + token not in streams["stdout"] + streams["stderr"]:
+            did_not_run.add(grade_id)
+        elif not failed and MARK + token in streams["stdout"] and any(
+                o.output_type == "stream" and o.get("name") == "stderr" for o in outputs):
+            passed_with_stderr.add(grade_id)
+    return did_not_run, passed_with_stderr

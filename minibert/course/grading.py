@@ -243,9 +243,10 @@ def _autograde_one(root: Path, submission_dir: Path, source, name: str, timeout:
     present = {c.metadata.get("nbgrader", {}).get("grade_id") for c in nbformat.read(submitted, as_version=4).cells}
     autograded = course / "autograded" / STUDENT / ASSIGNMENT / name
     scored = _with_errors(grades, autograded, present)
-    for grade_id in canary.did_not_run(autograded, token) & set(scored):
+    did_not_run, passed_with_stderr = canary.verdicts(autograded, token)
+    for grade_id in did_not_run & set(scored):
         scored[grade_id] = CellGrade(0.0, scored[grade_id].max_score, canary.REASON)
-    for grade_id in canary.ran_to_the_end_with_stderr(autograded, token) & set(scored):  # a warning is no failure
+    for grade_id in passed_with_stderr & set(scored):  # a warning is no failure
         scored[grade_id] = CellGrade(scored[grade_id].max_score, scored[grade_id].max_score, "")
     return scored
 
