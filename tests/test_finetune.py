@@ -239,7 +239,8 @@ def test_sst2_stops_on_its_time_budget_resumes_and_reloads_with_the_same_accurac
 def test_resuming_an_interrupted_run_with_other_settings_is_refused(data_home, tokenizer, tmp_path, capsys,
                                                                    killed_after_saving):
     """Killed after its first checkpoint, the run has no results.json; its settings, written when it
-    started, still hold another task, seed or data size back from its checkpoints."""
+    started, still hold another task, seed or data size back from its checkpoints, and a bare --resume goes on
+    with them (not with the preset's defaults)."""
     out = tmp_path / "run"
     with killed_after_saving():
         assert finetune("sst2", out, "--eval-every", "1") == 130  # as after Ctrl-C
@@ -252,8 +253,10 @@ def test_resuming_an_interrupted_run_with_other_settings_is_refused(data_home, t
                          (["--train-examples", "32"], "--train-examples 32 (the run: 16)")]:
         assert finetune("sst2", out, "--resume", *flags) == 2
         assert named in capsys.readouterr().err
-    assert finetune("sst2", out, "--resume") == 0
-    assert json.loads((out / "results.json").read_text())["steps"] == 3
+    assert main(["finetune", "sst2", "--model", MODEL, "--out", str(out), "--resume"]) == 0  # the run's own flags
+    results = json.loads((out / "results.json").read_text())
+    assert results["steps"] == 3 and results["settings"]["batch_size"] == 4 and results["data"]["eval"].startswith(
+        "SST-2 dev (GLUE): 16 of 872")
 
 
 def test_pos_fine_tunes_and_compares_with_frozen_features(data_home, tokenizer, tmp_path, capsys):

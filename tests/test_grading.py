@@ -153,10 +153,9 @@ def test_hidden_tests_run(demo_release, tmp_path):
     assert "overflows on large logits" in scores.notebooks["01_demo"]["softmax_tests"].error
 
 
-WARNING_SOFTMAX = """import sys, warnings
+WARNING_SOFTMAX = """import warnings
 def softmax(x):
     warnings.warn("a warning a correct answer may well print (torch.tensor of a tensor, a deprecation, ...)")
-    print("and a line on stderr", file=sys.stderr)
     z = np.exp(x - x.max(axis=-1, keepdims=True))
     return z / z.sum(axis=-1, keepdims=True)
 """
@@ -203,7 +202,8 @@ def test_student_code_cannot_reach_hidden_tests_or_the_gradebook(grader_account,
     reads = (f"\nassert (Path({str(instructor)!r}).read_bytes() == b'') == {hides}, 'instructor notebook'"
              f"\nassert (not any(Path({str(git)!r}).iterdir())) == {hides}, 'the checkout git history'\n")
     submission = submit(demo_release, tmp_path / "submission", softmax=SNOOPING_SOFTMAX + reads)
-    scores = grading.autograde(submission, source=FIXTURE)
+    assert grading.autograde(submission, source=FIXTURE).score == 0  # held: its code reaches outside the answer
+    scores = grading.autograde(submission, source=FIXTURE, reviewed=True)  # and if a person lets it through
     assert marks(scores)["softmax_tests"] == (2, 2), scores.table()
     warning = capsys.readouterr().err
     if hides:
@@ -215,6 +215,9 @@ def test_student_code_cannot_reach_hidden_tests_or_the_gradebook(grader_account,
 LEAVES_A_PROCESS = """import os, subprocess, sys
 from minibert.course.sandbox import SUBMISSION_IDS
 assert os.getuid() in SUBMISSION_IDS and os.getgid() == os.getuid() and not os.getgroups(), "an identity of its own"
+import resource
+memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+assert resource.getrlimit(resource.RLIMIT_AS)[0] <= memory, "more address space than the machine has memory"
 subprocess.Popen([sys.executable, "-c", "import time; time.sleep(31337)"], start_new_session=True)
 os.makedirs("/tmp/left-by-a-submission", exist_ok=True)
 open("/tmp/left-by-a-submission/notes.txt", "w").write("for whoever gets this id next")
@@ -230,7 +233,8 @@ def test_each_submission_runs_as_its_own_identity_and_leaves_no_process(grader_a
     """A detached process started by one submission used to outlive its kernel, as the same `nobody` as the
     next student's kernels: it could kill them or copy their work. Now every graded notebook runs as a user id
     of its own, and every process of that id is ended when its grading ends; what it left in /tmp or
-    /dev/shm for the next holder of the id is deleted."""
+    /dev/shm for the next holder of the id is deleted. (Both submissions would be held by the review, which
+    reads `os` and `subprocess`; they are graded as if a person had let them through.)"""
     if grader_account is None:
         pytest.skip("only a grader started as root switches student code to another user")
 
@@ -238,11 +242,11 @@ def test_each_submission_runs_as_its_own_identity_and_leaves_no_process(grader_a
         return [p for p in Path("/proc").glob("[0-9]*/cmdline") if b"31337" in _read(p)]
 
     first = submit(demo_release, tmp_path / "first", softmax=LEAVES_A_PROCESS)
-    assert marks(grading.autograde(first, source=FIXTURE))["softmax_tests"] == (2, 2)
+    assert marks(grading.autograde(first, source=FIXTURE, reviewed=True))["softmax_tests"] == (2, 2)
     assert not sleepers(), "the detached process outlived the grading"
     assert not Path("/tmp/left-by-a-submission").exists() and not Path("/dev/shm/left-by-a-submission").exists()
     second = submit(demo_release, tmp_path / "second", softmax=FINDS_NOTHING_LEFT)
-    assert marks(grading.autograde(second, source=FIXTURE))["softmax_tests"] == (2, 2)
+    assert marks(grading.autograde(second, source=FIXTURE, reviewed=True))["softmax_tests"] == (2, 2)
 
 
 def _read(path: Path) -> bytes:
@@ -579,7 +583,8 @@ def test_one_broken_notebook_costs_only_its_own_points_and_says_why(tmp_path, de
              "stripped metadata": (without_test_metadata, "not in the submitted notebook"),
              "dying kernel": (killing_the_kernel, "nbgrader could not grade 02_demo.ipynb")}
     for label, (damage, reason) in cases.items():
-        scores = grading.autograde(submission(label.replace(" ", "_"), damage), source=source, timeout=60)
+        scores = grading.autograde(submission(label.replace(" ", "_"), damage), source=source, timeout=60,
+                                   reviewed=label == "dying kernel")  # `os._exit` would be held by the review first
         assert scores.notebooks["01_demo"]["softmax_tests"].score == 2, label  # the other notebook is graded
         lost = scores.notebooks["02_demo"]["softmax_tests"]
         assert lost.score == 0 and reason in lost.error, (label, lost)
@@ -612,16 +617,45 @@ def test_a_failed_grading_reports_its_cause_not_nbgraders_summary():
 SILENCES_THE_TESTS = NAIVE_SOFTMAX + """
 get_ipython().input_transformers_post.append(lambda lines: ["pass\\n"])  # every later cell runs as nothing
 """
+KEEPS_ONLY_THE_TOKEN = NAIVE_SOFTMAX + """
+get_ipython().input_transformers_cleanup.append(lambda lines: [l for l in lines if "minibert-grader" in l])
+"""
+STRIPS_THE_ASSERTS = NAIVE_SOFTMAX + """
+get_ipython().input_transformers_cleanup.append(lambda lines: [l for l in lines if "assert" not in l])
+"""
+PATCHES_ALLCLOSE = NAIVE_SOFTMAX + """
+np.allclose = lambda *args, **kwargs: True
+"""
 
 
 def test_a_submission_that_makes_later_cells_run_as_nothing_scores_zero(demo_release, tmp_path):
     """One line in an answer used to turn the hidden tests into `pass`, and a wrong answer into full marks.
-    Each test cell of the grader's copy now ends by printing a one-time token: a test that ends without an
-    error and without its token did not run, and scores zero with the reason."""
+    The review holds it before it runs; and should a person let it through, each test cell of the grader's
+    copy ends by printing a one-time token: a test that ends without an error and without its token did not
+    run, and scores zero with the reason."""
     from minibert.course import canary
 
     submission = submit(demo_release, tmp_path / "submission", softmax=SILENCES_THE_TESTS)
     grades = grading.autograde(submission, source=FIXTURE).notebooks["01_demo"]
+    assert grades["softmax_tests"].score == 0 and grades["softmax_tests"].error.startswith(
+        "held for review: cell 4, line 3: `get_ipython().input_transformers_post.append(")
+    grades = grading.autograde(submission, source=FIXTURE, reviewed=True).notebooks["01_demo"]
     assert (grades["softmax_tests"].score, grades["softmax_tests"].error) == (0.0, canary.REASON)
     honest = submit(demo_release, tmp_path / "honest", softmax=STABLE_SOFTMAX)
     assert marks(grading.autograde(honest, source=FIXTURE))["softmax_tests"] == (2, 2)
+
+
+@pytest.mark.parametrize("tampering", [KEEPS_ONLY_THE_TOKEN, STRIPS_THE_ASSERTS, PATCHES_ALLCLOSE],
+                         ids=["keeps only the token line", "strips the asserts", "patches np.allclose"])
+def test_a_wrong_answer_that_changes_how_the_tests_run_is_held_not_scored(demo_release, tmp_path, tampering):
+    """The audit's three ways past the token: a wrong (overflowing) softmax plus one line that changes how the
+    hidden test runs got full marks, because the test ran in the kernel the line had changed. The grader now
+    reads the submission's own code first (minibert.course.review): the notebook is held, every test cell at
+    zero, with the line and the reason. Graded anyway (``reviewed``), the same submission still gets the
+    marks: the review, not the kernel, is what stops it."""
+    submission = submit(demo_release, tmp_path / "submission", softmax=tampering)
+    held = grading.autograde(submission, source=FIXTURE).notebooks["01_demo"]
+    assert {grade_id: cell.score for grade_id, cell in held.items()} == {"softmax_tests": 0, "attention_scores_tests": 0}
+    assert all(cell.error.startswith("held for review: cell 4, line 3: ") and "--reviewed" in cell.error
+               for cell in held.values())
+    assert marks(grading.autograde(submission, source=FIXTURE, reviewed=True))["softmax_tests"] == (2, 2)

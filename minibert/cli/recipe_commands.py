@@ -179,7 +179,12 @@ def _export(given: dict):
 
 
 def _finetune(given: dict):
+    """With --resume, the flags not given are the run's own (checkpoints/run.json, written when it started)."""
     from ..recipes import FinetuneSettings, finetune
+    from ..recipes.run_record import with_recorded
+    if given.get("resume"):
+        names = {f.name for f in fields(FinetuneSettings)}
+        given = with_recorded(given, Path(given["out"]) / "checkpoints" / "run.json", "flags", names)
     return finetune(FinetuneSettings(**given))
 
 

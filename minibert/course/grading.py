@@ -26,13 +26,13 @@ import stat
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 
-from . import canary, graded_run, release_zip, sandbox
+from . import canary, graded_run, release_zip, review, sandbox
 from .nbgrader_log import cause, kernel_trouble, without_stack_frames
+from .scores import CellGrade, Scores, with_errors
 
 ASSIGNMENT = "notebooks"
 ZIP_NAME = f"{release_zip.FOLDER}.zip"
@@ -44,41 +44,6 @@ IGNORED = shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__", "*.pyc", "
 
 class GradingError(RuntimeError):
     """The course cannot be released or graded; the message says which file and why."""
-
-
-@dataclass(frozen=True)
-class CellGrade:
-    score: float
-    max_score: float
-    error: str = ""  # the error the test cell raised: why points were lost
-
-
-@dataclass(frozen=True)
-class Scores:
-    """nbgrader's autograde result: notebook name -> grade_id of each test cell -> its grade."""
-
-    notebooks: dict[str, dict[str, CellGrade]]
-
-    @property
-    def score(self) -> float:
-        return sum(cell.score for cells in self.notebooks.values() for cell in cells.values())
-
-    @property
-    def max_score(self) -> float:
-        return sum(cell.max_score for cells in self.notebooks.values() for cell in cells.values())
-
-    def table(self) -> str:
-        width = max([len("total")] + [len(f"  {g}") for c in self.notebooks.values() for g in c] +
-                    [len(name) for name in self.notebooks])
-        lines = []
-        for name, cells in self.notebooks.items():
-            score, max_score = (sum(getattr(c, a) for c in cells.values()) for a in ("score", "max_score"))
-            lines.append(f"{name:<{width}}  {score:g} / {max_score:g}")
-            for grade_id, cell in cells.items():
-                why = f"  ({cell.error})" if cell.error else ""
-                lines.append(f"{'  ' + grade_id:<{width}}  {cell.score:g} / {cell.max_score:g}{why}")
-        lines.append(f"{'total':<{width}}  {self.score:g} / {self.max_score:g}")
-        return "\n".join(lines)
 
 
 def exercises(notebook) -> list[tuple[str, str, float]]:
@@ -136,7 +101,8 @@ def release(source="notebooks", out="release") -> Path:
     return target
 
 
-def autograde(submission_dir, source="notebooks", timeout=600, run_as: str | None = None) -> Scores:
+def autograde(submission_dir, source="notebooks", timeout=600, run_as: str | None = None,
+              reviewed: bool = False) -> Scores:
     """Grade the notebooks in ``submission_dir`` with nbgrader's autograder.
 
     ``submission_dir`` is a filled-in student release, or ``source`` itself as a sanity check.
@@ -148,6 +114,11 @@ def autograde(submission_dir, source="notebooks", timeout=600, run_as: str | Non
     Each notebook is graded on its own, in a course folder of its own: one that is missing, is not a
     notebook, or makes nbgrader fail (a dying kernel, duplicated cells) scores zero with the reason,
     and the others are graded as usual.
+
+    A notebook whose own code could change how its hidden tests run (`minibert.course.review`: the
+    kernel's hooks, a patched library, a rebound name the tests read, ...) is held: each test cell scores zero,
+    and the reason names the cell and line. ``reviewed`` grades it as nbgrader scores it, once a person has
+    read that code.
 
     A grader started as root runs the student code as ``run_as`` (default ``nobody``), which can reach
     only its own copy of the submitted notebook (`minibert.course.sandbox`); instructor notebooks or
@@ -184,11 +155,11 @@ def autograde(submission_dir, source="notebooks", timeout=600, run_as: str | Non
         if user:
             Path(tmp).chmod(sandbox.TRAVERSE_ONLY)
         return Scores({Path(name).stem: _autograde_one(Path(tmp) / Path(name).stem, submission_dir, source, name,
-                                                       timeout, user, hidden) for name in sorted(graded)})
+                                                       timeout, user, hidden, reviewed) for name in sorted(graded)})
 
 
 def _autograde_one(root: Path, submission_dir: Path, source, name: str, timeout: int,
-                   user=None, hidden=()) -> dict[str, CellGrade]:
+                   user=None, hidden=(), reviewed=False) -> dict[str, CellGrade]:
     """One notebook's grades: nbgrader's, or zero for every test cell with the reason it could not run."""
     from nbgrader.api import Gradebook  # imported here: nbgrader takes seconds to import
 
@@ -221,6 +192,16 @@ def _autograde_one(root: Path, submission_dir: Path, source, name: str, timeout:
         skip = graded_run.skipped_cells(Path(source) / name)
         for folder in (course / "source" / ASSIGNMENT, course / "submitted" / STUDENT / ASSIGNMENT):
             graded_run.trim(folder / name, set(points), skip)
+        try:
+            held = [] if reviewed else review.review(course / "submitted" / STUDENT / ASSIGNMENT / name,
+                                                     Path(source) / name)
+        except Exception as e:  # whatever a submission does to the reader, it stops neither it nor the class
+            held = [f"the review could not read this notebook ({type(e).__name__}: {e})"]
+        if held:  # read before it runs: inside the kernel, this code could change how the tests run
+            more = f" (and {len(held) - 1} more)" if len(held) > 1 else ""
+            print(f"{name} is held for review: its own code could change how its hidden tests run\n" +
+                  "\n".join(f"  {finding}" for finding in held), file=sys.stderr)
+            return zero(f"held for review: {held[0]}{more}; read the code, then grade again with --reviewed")
         token = canary.plant(course / "source" / ASSIGNMENT / name)  # each test cell proves it ran
         autograde = ("autograde", f"--Execute.timeout={timeout}", f"--Execute.kernel_name={KERNEL}")
         try:
@@ -242,7 +223,7 @@ def _autograde_one(root: Path, submission_dir: Path, source, name: str, timeout:
         grades = {g.name: (g.score, g.max_score) for g in notebook.grades}
     present = {c.metadata.get("nbgrader", {}).get("grade_id") for c in nbformat.read(submitted, as_version=4).cells}
     autograded = course / "autograded" / STUDENT / ASSIGNMENT / name
-    scored = _with_errors(grades, autograded, present)
+    scored = with_errors(grades, autograded, present)
     did_not_run, passed_with_stderr = canary.verdicts(autograded, token)
     for grade_id in did_not_run & set(scored):
         scored[grade_id] = CellGrade(0.0, scored[grade_id].max_score, canary.REASON)
@@ -344,26 +325,6 @@ def _nbgrader(course: Path, command: str, *options: str, private: bool = False) 
         raise GradingError(f"nbgrader {command} failed:\n" + "\n".join(without_stack_frames(log[start:])))
 
 
-def _with_errors(grades: dict[str, tuple[float, float]], autograded: Path,
-                 present: set | None = None) -> dict[str, CellGrade]:
-    """Attach to each test cell that lost points the error it raised in the autograded notebook, or why it
-    could not run: a test cell missing from the submission (``present``: the grade_ids it has)."""
-    errors = {}
-    if autograded.exists():
-        for cell in nbformat.read(autograded, as_version=4).cells:
-            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-            for output in cell.get("outputs", []):
-                if output.output_type == "error":
-                    errors[grade_id] = f"{output.ename}: {output.evalue}".rstrip(": ")
-    for grade_id, _ in grades.items():
-        if present is not None and grade_id not in present and grade_id not in errors:
-            errors[grade_id] = ("this test cell is not in the submitted notebook (deleted, or its nbgrader metadata "
-                                "removed): copy it back from the release")
-    missing = "" if autograded.exists() else "not submitted"
-    return {grade_id: CellGrade(score or 0.0, max_score, "" if score == max_score else errors.get(grade_id, missing))
-            for grade_id, (score, max_score) in grades.items()}
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m minibert.course.grading", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -375,6 +336,8 @@ def main(argv=None) -> int:
     grade.add_argument("submission_dir", help="folder of submitted notebooks")
     grade.add_argument("--source", default="notebooks", help="instructor notebooks (default: notebooks)")
     grade.add_argument("--timeout", type=int, default=600, help="seconds per cell (default: 600)")
+    grade.add_argument("--reviewed", action="store_true",
+                       help="grade notebooks held for review as nbgrader scores them (after reading their code)")
     grade.add_argument("--run-as", metavar="USER", help="grading as root, run student code as USER (default: "
                        f"$MINIBERT_GRADER_RUN_AS, else {sandbox.DEFAULT_USER}); not root, student code runs as you")
     args = parser.parse_args(argv)
@@ -385,7 +348,7 @@ def main(argv=None) -> int:
             print(f"for an LMS or JupyterHub: {release_zip.write(notebooks, Path(args.out) / ZIP_NAME)} "
                   f"(unzip, then python3 course.py lab in {release_zip.FOLDER}/)")
         else:
-            print(autograde(args.submission_dir, args.source, args.timeout, args.run_as).table())
+            print(autograde(args.submission_dir, args.source, args.timeout, args.run_as, args.reviewed).table())
     except (GradingError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

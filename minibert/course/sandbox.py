@@ -47,8 +47,17 @@ TRAVERSE_ONLY = 0o711  # folders between the course root and the kernel's folder
 # leaves behind can neither signal the next one's kernel nor read its files, and can be found and ended.
 SUBMISSION_IDS = range(1_700_000, 1_800_000)
 # Bounds on what one submission's kernel may take, so that it cannot stop the batch: processes and threads
-# (a fork bomb), the size of any file it writes (a full disk), core dumps, and memory (address space).
+# (a fork bomb), the size of any file it writes (a full disk), core dumps, and memory (address space: at most
+# the machine's memory, so that the kernel's own allocation fails before the machine's OOM killer picks a victim).
 LIMITS = {"RLIMIT_NPROC": 4096, "RLIMIT_FSIZE": 2 * 2**30, "RLIMIT_CORE": 0, "RLIMIT_AS": 32 * 2**30}
+
+
+def memory_of_this_machine() -> int | None:
+    """Bytes of physical memory, or None where the system does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
 IDS_HELD = Path("/run/minibert-grader-ids") if Path("/run").is_dir() else Path("/tmp/minibert-grader-ids")
 CLONE_NEWNS, MS_BIND, MS_REC, MS_PRIVATE = 0x00020000, 4096, 16384, 1 << 18
 
@@ -262,6 +271,8 @@ def can_hide() -> bool:
 def limit_resources() -> None:
     """Apply `LIMITS` to this process and what it starts (never above a hard limit the grader already has)."""
     for name, most in LIMITS.items():
+        if name == "RLIMIT_AS":
+            most = min(most, memory_of_this_machine() or most)
         soft, hard = resource.getrlimit(getattr(resource, name))
         most = most if hard == resource.RLIM_INFINITY else min(most, hard)
         resource.setrlimit(getattr(resource, name), (most, most))

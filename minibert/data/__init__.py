@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .fetching import ChecksumError, damaged, ensure, fetch, verify
+from .fetching import ChecksumError, damaged, ensure, fetch
 from .layout import data_dir, path
 from .registry import DATASETS
 

@@ -97,17 +97,6 @@ def _sha256_once(file: Path) -> str:
     return _HASHED[key]
 
 
-def verify(name: str, files: dict[str, Path]) -> None:
-    """Check local files of dataset ``name`` ({its file name: where it is}) against the registry's sha256
-    before they are read, once per process while a file's size and time stay the same: a file cut off by a
-    full disk or edited by hand is refused with the command that fetches it again, not trained on."""
-    pinned = DATASETS[name]["files"]
-    for filename, file in files.items():  # an online extra has no pin here: it was checked when downloaded
-        if pinned.get(filename) and _sha256_once(file) != pinned[filename]:
-            raise ChecksumError(f"{file} is damaged: its sha256 is not the one the registry pins for {name}/{filename} "
-                                f"(cut off by a full disk, or edited). Fetch it again: python -m minibert.data fetch {name}")
-
-
 def damaged(name: str, folder: Path, sums: dict[str, str] | None = None) -> list[str]:
     """The dataset's files present in ``folder`` whose sha256 is not the registry's (or the mirror's
     SHA256SUMS'): cut off by a full disk, edited by hand, or from another release. A file the

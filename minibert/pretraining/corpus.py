@@ -73,13 +73,10 @@ def source_files(source) -> list[Path] | None:
         if filename and filename not in known:
             shown = ", ".join(known[:8]) + (f" ... ({len(known)} files)" if len(known) > 8 else "")
             raise ValueError(f"{name} has no file {filename!r}; its files are {shown}")
-        folder = data.ensure(name)
+        folder = data.ensure(name)  # a file cut off or edited is refused there, not trained on
         if filename:
-            files = {filename: data.path(name, filename)}
-        else:
-            files = {f: folder / f for f in known if (folder / f).is_file()}
-        data.verify(name, files)  # a file cut off or edited is refused, not trained on
-        return list(files.values())
+            return [data.path(name, filename)]
+        return [folder / f for f in known if (folder / f).is_file()]
     path = Path(source)
     if not path.exists():
         raise ValueError(f"{source!r} is neither a text corpus ({', '.join(TEXT_CORPORA)}) nor an existing "

@@ -38,12 +38,13 @@ from pathlib import Path
 
 import torch
 
+from ..atomic import atomic_path
 from ..config import read_json
 from ..out_folder import claim, claimable
 from ..tasks import get_task, tagging
 from ..tokenizer import BertTokenizer
 from ..training import PRECISIONS, TrainConfig, Trainer, find_checkpoints, pick_device
-from .run_record import refuse_changes, write_json
+from .run_record import PER_CALL, refuse_changes, write_json
 
 
 @dataclass(frozen=True)
@@ -61,16 +62,28 @@ class Hyperparameters:
 
     def __post_init__(self):
         for name in ("batch_size", "max_steps", "max_length", "train_examples", "eval_examples"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-                raise ValueError(f"{name.replace('_', '-')} must be a positive integer, got {value!r}")
+            check_whole_number(name, getattr(self, name))
         for name in ("lr", "epochs", "time_budget_s"):
-            value = getattr(self, name)
-            if value is not None and not (isinstance(value, (int, float)) and 0 < value < math.inf):
-                raise ValueError(f"{name.replace('_s', '').replace('_', '-')} must be a positive, finite number, "
-                                 f"got {value!r}")
+            check_positive_number(name.removesuffix("_s"), getattr(self, name))
         if not 0 <= self.warmup_ratio < 1:
             raise ValueError(f"warmup-ratio must be in [0, 1), got {self.warmup_ratio!r}")
+
+
+def check_positive_number(name: str, value):
+    """``value`` if it is None or a positive, finite number (not a bool, not a string); else a ValueError naming the
+    flag. One check for the presets' `Hyperparameters` and the settings given on top of them."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                              or not 0 < value < math.inf):
+        raise ValueError(f"{name.replace('_', '-')} must be a positive, finite number, got {value!r}")
+    return value
+
+
+def check_whole_number(name: str, value, least: int = 1):
+    """``value`` if it is None or an integer of at least ``least`` (not a bool); else a ValueError naming the flag."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
+        kind = "a positive integer" if least == 1 else f"a whole number of {least} or more"
+        raise ValueError(f"{name.replace('_', '-')} must be {kind}, got {value!r}")
+    return value
 
 
 _PAIR_TASKS, _NER_TASKS = ("mrpc", "stsb", "rte", "qnli", "snli"), ("ner", "wnut17")
@@ -124,22 +137,11 @@ class FinetuneSettings:
             raise ValueError("--feature-based compares frozen features with fine-tuning on tagging: use it with pos")
         self.model, self.out = os.fspath(self.model), os.fspath(self.out)
         self.tokenizer = None if self.tokenizer is None else os.fspath(self.tokenizer)
-        for name in ("epochs", "time_budget", "lr"):  # as the command line gives them: the command stays alike
-            value = getattr(self, name)
-            if value is not None:
-                try:
-                    number = float(value)
-                except (TypeError, ValueError):
-                    number = math.nan
-                if isinstance(value, bool) or not 0 < number < math.inf:
-                    raise ValueError(f"{name.replace('_', '-')} must be a positive, finite number, got {value!r}")
-                setattr(self, name, number)
+        for name in ("epochs", "time_budget", "lr"):  # floats, as the command line gives them: the command stays alike
+            if getattr(self, name) is not None:
+                setattr(self, name, float(check_positive_number(name, getattr(self, name))))
         for name in ("steps", "batch_size", "max_length", "train_examples", "eval_examples", "seed"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool)
-                                      or value < (0 if name == "seed" else 1)):
-                kind = "a whole number of 0 or more" if name == "seed" else "a positive integer"
-                raise ValueError(f"{name.replace('_', '-')} must be {kind}, got {value!r}")
+            check_whole_number(name, getattr(self, name), least=0 if name == "seed" else 1)
         if self.preset not in ("auto", *PRESETS):
             raise ValueError(f"preset must be auto, {' or '.join(PRESETS)}, got {self.preset!r}")
         if self.precision not in PRECISIONS:
@@ -231,7 +233,8 @@ def finetune(settings: FinetuneSettings) -> dict:
                       collate_fn=task_inputs.collate, metrics_fn=task_inputs.metrics)
     if trainer.is_main and not has_checkpoints:
         claim(out, "minibert finetune")
-        write_json(record, {"command": command_line(s), "settings": defining})
+        write_json(record, {"command": command_line(s), "settings": defining,
+                            "flags": {k: v for k, v in asdict(s).items() if k not in PER_CALL}})
     started = time.perf_counter()
     history = trainer.fit(resume=s.resume)
     train_seconds = time.perf_counter() - started
@@ -248,8 +251,9 @@ def finetune(settings: FinetuneSettings) -> dict:
                 "history": history.records}
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
-    (out / "predictions.json").write_text(json.dumps(predictions) + "\n")
-    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    with atomic_path(out / "predictions.json") as tmp:  # whole or not at all, as every file of a model folder
+        tmp.write_text(json.dumps(predictions) + "\n")
+    write_json(out / "results.json", results)
     _report(results, out)
     return results
 
