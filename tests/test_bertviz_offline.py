@@ -6,13 +6,12 @@ dead proxy; the screenshot must show coloured attention lines. The same views as
 Chromium comes from Debian's packages: installed here when missing and this process may (root and
 apt-get), otherwise the browser tests are skipped with the command to run.
 """
-import os
 import re
-import shutil
 import subprocess
 
 import numpy as np
 import pytest
+import system_programs
 import torch
 from IPython.display import HTML
 from offline import MINILM
@@ -45,23 +44,8 @@ def tiny():
 @pytest.fixture(scope="session")
 def chromium():
     """Chromium's path; installed from Debian's packages when missing and permitted (root and apt-get)."""
-    found = shutil.which("chromium")
-    if found:
-        return found
-    if os.name != "posix" or os.geteuid() != 0 or not shutil.which("apt-get"):
-        pytest.skip("the offline rendering tests need Chromium: install it (Debian: sudo apt-get install chromium) "
-                    "and run them again")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install = ["apt-get", "install", "-y", "--no-install-recommends", "chromium"]
-    try:
-        if subprocess.run(install, env=env, capture_output=True, timeout=900).returncode != 0:
-            subprocess.run(["apt-get", "update"], env=env, capture_output=True, timeout=900)  # a stale package list
-            result = subprocess.run(install, env=env, capture_output=True, text=True, timeout=900)
-            if result.returncode != 0:
-                pytest.skip(f"Chromium could not be installed with apt-get: {result.stderr.strip()[-400:]}")
-    except subprocess.TimeoutExpired:
-        pytest.skip("installing Chromium with apt-get took more than 15 minutes")
-    return shutil.which("chromium") or pytest.skip("apt-get installed chromium but it is not on PATH")
+    found, why_not = system_programs.program("chromium", "chromium")
+    return found or pytest.skip(f"the offline rendering tests need Chromium: {why_not}")
 
 
 def offline_browser(chromium, tmp_path, html: str, *output: str) -> subprocess.CompletedProcess:

@@ -8,6 +8,7 @@ notebooks is slow. Last, the exercises must be done by hand: an answer that call
 implementation scores nothing (minibert.course.integrity, called from every hidden test).
 """
 import ast
+import os
 import re
 import shutil
 import time
@@ -18,8 +19,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import system_programs
 
-from minibert.course import graded_run, grading, sandbox
+from minibert.course import bubblewrap, graded_run, grading, sandbox
 
 FIXTURE = Path(__file__).parent / "fixtures" / "grading"
 COURSE = Path(__file__).resolve().parents[1] / "notebooks"
@@ -48,7 +50,7 @@ def submit(release: Path, folder: Path, notebook: str = "01_demo.ipynb", **answe
 
 
 @pytest.fixture(autouse=True, scope="module")
-def grader_account():
+def grader_account(bubblewrap_installed):
     """The account student code runs as in these tests: ``nobody`` when they run as root (as in CI), None
     when they run as an ordinary user. If root's ``nobody`` cannot start this checkout's Python (a checkout
     under /root), the tests grade with ``MINIBERT_GRADER_RUN_AS=root`` and the sandbox tests are skipped,
@@ -64,6 +66,17 @@ def grader_account():
             yield None
         return
     yield user
+
+
+@pytest.fixture(scope="module")
+def bubblewrap_installed():
+    """Grading as root walls kernels in with bubblewrap where the machine has it: installed here where the tests
+    may (root with apt-get, as in CI), so that they grade inside its walls; elsewhere they grade with the
+    sandbox's own, and say why."""
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        found, why_not = system_programs.program("bwrap", "bubblewrap")
+        if not found:
+            warnings.warn(f"grading tests run without bubblewrap: {why_not}", stacklevel=2)
 
 
 def marks(scores: grading.Scores) -> dict[str, tuple[float, float]]:
@@ -182,7 +195,7 @@ for secret in [course / "source" / "notebooks" / "01_demo.ipynb", course / "grad
                *Path.cwd().glob("*.ipynb")]:  # the notebook being graded, written with its hidden tests restored
     try:
         secret.read_bytes()
-    except PermissionError:
+    except (PermissionError, FileNotFoundError):  # FileNotFoundError: in bubblewrap, the course is not there at all
         continue
     raise AssertionError(f"student code read {secret}")
 Path("scratch.txt").write_text("its own folder is writable")
@@ -229,11 +242,14 @@ assert not os.path.exists("/dev/shm/left-by-a-submission"), "a file the last sub
 """ + STABLE_SOFTMAX
 
 
-def test_each_submission_runs_as_its_own_identity_and_leaves_no_process(grader_account, demo_release, tmp_path):
+@pytest.mark.parametrize("walls", ["bubblewrap where installed", "the sandbox's own"])
+def test_each_submission_runs_as_its_own_identity_and_leaves_no_process(grader_account, demo_release, tmp_path,
+                                                                        request, monkeypatch, walls):
     """A detached process started by one submission used to outlive its kernel, as the same `nobody` as the
     next student's kernels: it could kill them or copy their work. Now every graded notebook runs as a user id
     of its own, and every process of that id is ended when its grading ends; what it left in /tmp or
-    /dev/shm for the next holder of the id is deleted. (Both submissions would be held by the review, which
+    /dev/shm for the next holder of the id is deleted. Where bubblewrap walls the kernel in, it sees neither the
+    machine's processes nor its /tmp. (Both submissions would be held by the review, which
     reads `os` and `subprocess`; they are graded as if a person had let them through.)"""
     if grader_account is None:
         pytest.skip("only a grader started as root switches student code to another user")
@@ -241,7 +257,17 @@ def test_each_submission_runs_as_its_own_identity_and_leaves_no_process(grader_a
     def sleepers():
         return [p for p in Path("/proc").glob("[0-9]*/cmdline") if b"31337" in _read(p)]
 
-    first = submit(demo_release, tmp_path / "first", softmax=LEAVES_A_PROCESS)
+    if walls == "the sandbox's own":
+        monkeypatch.setenv("MINIBERT_NO_BUBBLEWRAP", "1")  # the kernel's launcher reads it too
+    walls = ""
+    if bubblewrap.usable():  # its own processes and /tmp: it sees neither the machine's nor another grading's
+        shared = Path("/tmp/minibert-a-file-of-the-machines.txt")
+        shared.write_text("world-readable, in the machine's /tmp")
+        shared.chmod(0o644)
+        request.addfinalizer(lambda: shared.unlink(missing_ok=True))
+        walls = (f"import os\nassert not os.path.exists({str(shared)!r}), 'the machine\\'s /tmp'\n"
+                 "assert len([p for p in os.listdir('/proc') if p.isdigit()]) < 20, 'the machine\\'s processes'\n")
+    first = submit(demo_release, tmp_path / "first", softmax=walls + LEAVES_A_PROCESS)
     assert marks(grading.autograde(first, source=FIXTURE, reviewed=True))["softmax_tests"] == (2, 2)
     assert not sleepers(), "the detached process outlived the grading"
     assert not Path("/tmp/left-by-a-submission").exists() and not Path("/dev/shm/left-by-a-submission").exists()

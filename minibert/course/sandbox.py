@@ -12,10 +12,12 @@ So when the grader is root, its kernelspec starts each kernel through this modul
   lack is fetched into the private home);
 - drops every group and switches to a user id of that notebook's own (`reserve_identity`; the account,
   ``nobody`` unless the grader says otherwise, is what the grader checks the kernel can read), with its
-  resources bounded (`LIMITS`) and, where the machine allows, the instructor notebooks it could read
-  emptied in a mount namespace of its own (`hide`), then becomes the kernel (``exec``: same process, so
-  nbgrader's interrupts and kills still reach it); when the grading ends, every process of that id is
-  killed (`release_identity`).
+  resources bounded (`LIMITS`), then becomes the kernel (``exec``: same process, so nbgrader's interrupts and
+  kills still reach it); when the grading ends, every process of that id is killed (`release_identity`).
+- where the machine has bubblewrap, runs the kernel inside its walls (`minibert.course.bubblewrap`: a
+  process namespace, a read-only machine, a /tmp of its own, the instructor notebooks it could read
+  covered); else, where the machine allows, empties those notebooks in a mount namespace of its own
+  (`hide`).
 
 The rest of the throwaway course folder (instructor copy, gradebook) is created private to root
 (``PRIVATE_UMASK``), so the kernel cannot open it. What this cannot protect is what the user may
@@ -34,6 +36,8 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+
+from . import bubblewrap
 
 try:
     import pwd
@@ -260,10 +264,12 @@ def hide(paths: list[Path], empty: Path, empty_dir: Path | None = None) -> None:
 
 
 def can_hide() -> bool:
-    """Whether this machine lets the grader hide files from a kernel (`hide`): root, and allowed to make a
-    mount namespace (a container started without CAP_SYS_ADMIN is not)."""
+    """Whether this machine lets the grader hide files from a kernel (bubblewrap, or `hide`): root, and allowed
+    to make a mount namespace (a container started without CAP_SYS_ADMIN is not)."""
     if pwd is None or os.geteuid() != 0 or not sys.platform.startswith("linux"):
         return False
+    if bubblewrap.usable():
+        return True
     probe = "import sys; from minibert.course.sandbox import hide; hide([], None)"
     return subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0
 
@@ -296,17 +302,25 @@ def launch(user_name: str, course: Path, command: list[str], uid: int | None = N
         shutil.copyfile(command[at], copy)
         os.chown(copy, uid, gid)
         command = [*command[:at], str(copy), *command[at + 1:]]
-    if hidden:
-        empty, empty_dir = course / "empty", course / "empty-folder"
-        empty.write_bytes(b"")
-        empty.chmod(0o444)
-        empty_dir.mkdir(mode=0o555, exist_ok=True)
+    empty, empty_dir = course / "empty", course / "empty-folder"
+    empty.write_bytes(b"")
+    empty.chmod(0o444)
+    empty_dir.mkdir(mode=0o555, exist_ok=True)
+    walled = bubblewrap.usable()
+    if hidden and not walled:
         hide(list(hidden), empty, empty_dir)
     # the grader's data and models are read where they are; data they lack is fetched into the new home
     os.environ.update({variable: str(folder) for variable, folder in caches().items()})
     os.environ["MINIBERT_DATA_DIR"] = str(home / "data")
     os.environ.update(HOME=str(home), USER=name, LOGNAME=name)
     limit_resources()
+    if walled:  # bubblewrap's namespaces, then setpriv's drop to the id: the tools' walls, not ours
+        # In its own process namespace the kernel's parent is pid 1, which ipykernel's parent poller reads as
+        # "orphaned" and exits; bwrap's --die-with-parent ends the kernel with nbgrader instead.
+        os.environ.pop("JPY_PARENT_PID", None)
+        command = bubblewrap.wrap(command, writable=[Path.cwd(), home], hidden=list(hidden), empty=empty,
+                                  uid=uid, gid=gid, cwd=Path.cwd())
+        os.execv(command[0], command)
     os.setgroups([])
     os.setgid(gid)
     os.setuid(uid)
