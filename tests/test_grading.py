@@ -259,15 +259,15 @@ def test_each_submission_runs_as_its_own_identity_and_leaves_no_process(grader_a
 
     if walls == "the sandbox's own":
         monkeypatch.setenv("MINIBERT_NO_BUBBLEWRAP", "1")  # the kernel's launcher reads it too
-    walls = ""
+    unseen = ""
     if bubblewrap.usable():  # its own processes and /tmp: it sees neither the machine's nor another grading's
         shared = Path("/tmp/minibert-a-file-of-the-machines.txt")
         shared.write_text("world-readable, in the machine's /tmp")
         shared.chmod(0o644)
         request.addfinalizer(lambda: shared.unlink(missing_ok=True))
-        walls = (f"import os\nassert not os.path.exists({str(shared)!r}), 'the machine\\'s /tmp'\n"
-                 "assert len([p for p in os.listdir('/proc') if p.isdigit()]) < 20, 'the machine\\'s processes'\n")
-    first = submit(demo_release, tmp_path / "first", softmax=walls + LEAVES_A_PROCESS)
+        unseen = (f"import os\nassert not os.path.exists({str(shared)!r}), 'the machine\\'s /tmp'\n"
+                  "assert len([p for p in os.listdir('/proc') if p.isdigit()]) < 20, 'the machine\\'s processes'\n")
+    first = submit(demo_release, tmp_path / "first", softmax=unseen + LEAVES_A_PROCESS)
     assert marks(grading.autograde(first, source=FIXTURE, reviewed=True))["softmax_tests"] == (2, 2)
     assert not sleepers(), "the detached process outlived the grading"
     assert not Path("/tmp/left-by-a-submission").exists() and not Path("/dev/shm/left-by-a-submission").exists()
