@@ -11,6 +11,7 @@ import ast
 import os
 import re
 import shutil
+import sys
 import time
 import warnings
 import zipfile
@@ -317,6 +318,21 @@ def test_a_submission_is_data_only_regular_files_are_taken(demo_release, tmp_pat
 def test_run_as_names_a_usable_account(tmp_path):
     with pytest.raises(grading.GradingError, match="--run-as no-such-user"):
         grading.autograde(FIXTURE, source=FIXTURE, run_as="no-such-user")
+
+
+def test_a_checkout_the_student_user_cannot_reach_is_refused_with_the_fix(grader_account, tmp_path, monkeypatch):
+    """A checkout in a private (0700) home, as a grader's often is: the kernel's user cannot even start its Python.
+    That ended in a PermissionError traceback (and every grading test in an error); now it is refused with what
+    to do, and these tests grade as root there, saying why (`grader_account`)."""
+    if grader_account is None:
+        pytest.skip("only a grader started as root switches student code to another user")
+    private = tmp_path / "home"
+    private.mkdir(mode=0o700)
+    (private / "python").symlink_to(sys.executable)
+    monkeypatch.setattr(sys, "executable", str(private / "python"))
+    with pytest.raises(grading.GradingError, match=r"nobody, who cannot start .*home/python with the course's "
+                                                   r"packages \(PermissionError: Permission denied\); install"):
+        grading.autograde(FIXTURE, source=FIXTURE)
 
 
 def test_a_model_cache_the_student_user_cannot_read_is_refused_before_grading(grader_account, tmp_path, monkeypatch):

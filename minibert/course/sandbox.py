@@ -115,9 +115,12 @@ def check_user(user, private: list[Path]) -> list[Path]:
              "if cache and not os.access(cache, os.R_OK | os.X_OK): print('blocked', cache)\n"
              "for p in private:\n"
              "    if os.access(p, os.R_OK): print('readable', p)\n")
-    result = subprocess.run([sys.executable, "-c", probe, str(hf_home) if hf_home.exists() else "", *map(str, private)],
-                            cwd="/", capture_output=True, text=True, user=user.pw_uid, group=user.pw_gid,
-                            extra_groups=[], env={**os.environ, "HOME": "/"})
+    try:
+        result = subprocess.run([sys.executable, "-c", probe, str(hf_home) if hf_home.exists() else "",
+                                 *map(str, private)], cwd="/", capture_output=True, text=True, user=user.pw_uid,
+                                group=user.pw_gid, extra_groups=[], env={**os.environ, "HOME": "/"})
+    except OSError as e:  # the Python itself is out of the user's reach: a checkout in a private (0700) home
+        result = subprocess.CompletedProcess([], 126, "", f"{type(e).__name__}: {e.strerror}")
     if result.returncode != 0:
         last = (result.stderr.strip().splitlines() or ["exit status %d" % result.returncode])[-1]
         raise SandboxError(f"student code runs as {user.pw_name}, who cannot start {sys.executable} with the "
