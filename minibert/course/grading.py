@@ -140,9 +140,8 @@ def autograde(submission_dir, source="notebooks", timeout=600, run_as: str | Non
         exposed = sandbox.check_user(user, notebooks + sandbox.secrets_beside(source, submission_dir)) if user else []
     except sandbox.SandboxError as e:
         raise GradingError(str(e)) from None
-    if user is not None and bubblewrap.missing():
-        print(f"note: student code runs in minibert's own sandbox, not in bubblewrap: {bubblewrap.missing()}",
-              file=sys.stderr)
+    if user is not None and (why := bubblewrap.missing()):
+        print(f"note: student code runs in minibert's own sandbox, not in bubblewrap: {why}", file=sys.stderr)
     if user is None and hasattr(os, "geteuid") and os.geteuid() == 0:
         print("warning: student code runs as root (--run-as root): it can read the hidden tests and change "
               "anything; do this only in a throwaway container", file=sys.stderr)

@@ -153,12 +153,12 @@ def student_code(submitted: Path, trusted: Trusted) -> list[tuple[int, str, ast.
 def review(submitted: Path, source_notebook: Path) -> list[Finding]:
     """What of ``submitted``'s own code may not run before hidden tests (module docstring): empty if nothing."""
     trusted = Trusted.of(source_notebook)
-    cells = student_code(submitted, trusted)
-    student = Student.of([tree for _, _, tree in cells if depth(tree) <= MAX_DEPTH], trusted)
+    cells = [(position, source, tree, depth(tree) <= MAX_DEPTH) for position, source, tree in student_code(submitted, trusted)]
+    student = Student.of([tree for _, _, tree, readable in cells if readable], trusted)
     findings = []
-    for position, source, tree in cells:
+    for position, source, tree, readable in cells:
         lines = source.splitlines() or [""]
-        found = review_cell(tree, trusted, student) if depth(tree) <= MAX_DEPTH else [
+        found = review_cell(tree, trusted, student) if readable else [
             (1, f"nested more than {MAX_DEPTH} deep, too deep for the review to read (Python runs it): a person must")]
         for line, why in found:
             code = lines[min(line, len(lines)) - 1].strip()
