@@ -11,6 +11,8 @@ from pathlib import Path
 
 import torch.nn.functional as F
 
+from .user_files import regular_file
+
 # (layers L, hidden H, heads A). BASE and LARGE are from Devlin et al. 2018; the small ones from
 # Turc et al. 2019 ("Well-Read Students Learn Better"), which keep H/A = 64 and FFN = 4H.
 PRESETS: dict[str, tuple[int, int, int]] = {
@@ -228,7 +230,7 @@ def read_json(path: Path, what: str = "file", expect: type = dict):
     """The JSON value in ``path``, an ``expect`` (an object unless told otherwise); a broken file is an error
     that names it and says what to do."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(regular_file(path).read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
         raise ValueError(f"{path} is not valid JSON ({e.msg} at line {e.lineno}, column {e.colno}): the {what} is "
                          "damaged or was cut off; restore it, or save or download the model again") from None

@@ -23,6 +23,7 @@ from safetensors.torch import load_file, save_file
 
 from .atomic import atomic_path
 from .config import MINIBERT_ONLY, BertConfig, read_json
+from .user_files import regular_file
 
 logger = logging.getLogger("minibert")
 
@@ -53,7 +54,7 @@ def resolve(name_or_path: str | os.PathLike, needs: list[tuple[str, ...]], optio
     for group in [*needs, *((filename,) for filename in optional)]:
         for filename in group:
             path = folder / filename if hub is None else hub(filename)
-            if path is not None and path.is_file():
+            if path is not None and regular_file(path).is_file():  # a FIFO or a device: refused, not read
                 found[filename] = path
                 break
     missing = [group for group in needs if not found.keys() & set(group)]
@@ -112,7 +113,7 @@ class _HubCache:
 
 def _safetensors(path: Path) -> dict[str, torch.Tensor]:
     try:
-        return load_file(path)
+        return load_file(regular_file(path))
     except SafetensorError as e:
         raise ValueError(f"{path} is not a readable safetensors file ({e}); it is empty, cut off or damaged: "
                          "save, export or download the model again") from None
@@ -137,7 +138,7 @@ def load_state_dict(weights: Path) -> dict[str, torch.Tensor]:
     elif weights.suffix == ".safetensors":
         state = _safetensors(weights)
     else:
-        state = torch.load(weights, map_location="cpu", weights_only=True)
+        state = torch.load(regular_file(weights), map_location="cpu", weights_only=True)
     return dequantize_int8(state) if is_int8(state) else state
 
 

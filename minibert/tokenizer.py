@@ -27,8 +27,10 @@ import torch
 from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, processors
 from tokenizers.models import WordPiece
 
+from .atomic import atomic_path
 from .hub import resolve
 from .tokenizer_files import read_tokenizer_config, read_tokenizer_json
+from .user_files import regular_file
 from .vocabulary import CLS, MASK, PAD, SEP, SPECIAL_TOKENS, UNK, learn_vocabulary, read_texts, read_vocab_txt
 
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt")  # either holds the vocabulary; tokenizer.json is preferred
@@ -140,7 +142,7 @@ class BertTokenizer:
         models downloaded before. ``kwargs`` override what the files say, e.g. ``model_max_length``.
         """
         local = Path(name_or_path).expanduser()
-        if local.is_file():  # tokenizer.json or a vocab.txt by any name
+        if not local.is_dir() and regular_file(local).is_file():  # tokenizer.json or a vocab.txt by any name
             files = {"tokenizer.json" if local.suffix == ".json" else "vocab.txt": local}
         else:
             files = resolve(name_or_path, [TOKENIZER_FILES], optional=("tokenizer_config.json",), what="tokenizer")
@@ -168,18 +170,22 @@ class BertTokenizer:
         return cls(vocab, do_lower_case=lowercase, model_max_length=model_max_length)
 
     def save_pretrained(self, save_directory: str | os.PathLike) -> tuple[str, ...]:
-        """Write vocab.txt, tokenizer.json and tokenizer_config.json, the files transformers reads."""
+        """Write vocab.txt, tokenizer.json and tokenizer_config.json, the files transformers reads; each
+        appears whole or not at all (a full disk leaves the old file, or none)."""
         folder = Path(save_directory)
         folder.mkdir(parents=True, exist_ok=True)
         vocab = sorted(self.get_vocab().items(), key=lambda item: item[1])
-        (folder / "vocab.txt").write_text("".join(token + "\n" for token, _ in vocab), encoding="utf-8")
-        self.backend_tokenizer.save(str(folder / "tokenizer.json"))
+        with atomic_path(folder / "vocab.txt") as tmp:
+            tmp.write_text("".join(token + "\n" for token, _ in vocab), encoding="utf-8")
+        with atomic_path(folder / "tokenizer.json") as tmp:
+            self.backend_tokenizer.save(str(tmp))
         config = {"tokenizer_class": "BertTokenizer", "do_lower_case": self.do_lower_case,
                   "strip_accents": self.strip_accents, "tokenize_chinese_chars": self.tokenize_chinese_chars,
                   "model_max_length": self.model_max_length, "clean_up_tokenization_spaces": False,
                   **{f"{name}_token": getattr(self, f"{name}_token")
                      for name in ("pad", "unk", "cls", "sep", "mask")}}
-        (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        with atomic_path(folder / "tokenizer_config.json") as tmp:
+            tmp.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
         return tuple(str(folder / name) for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json"))
 
     # --- encoding ---------------------------------------------------------------------------

@@ -12,6 +12,8 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, trainers
 
+from .user_files import regular_file
+
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 SPECIAL_TOKENS = [PAD, UNK, CLS, SEP, MASK]  # in this order a trained vocabulary starts: [PAD] = 0
 
@@ -20,7 +22,7 @@ def read_vocab_txt(path: str | os.PathLike) -> dict[str, int]:
     """A vocab.txt as {token: id}: one token a line, its id the line's number. A repeated line is refused:
     kept, it would leave a gap in the ids and renumber every token after it when the file is saved again."""
     vocab: dict[str, int] = {}
-    for i, token in enumerate(Path(path).read_text(encoding="utf-8").splitlines()):
+    for i, token in enumerate(regular_file(path).read_text(encoding="utf-8").splitlines()):
         if vocab.setdefault(token, i) != i:
             raise ValueError(f"{path}, line {i + 1} repeats {token!r} (line {vocab[token] + 1}): a vocab.txt gives "
                              "each token one line, its id; remove the repeat or download the file again")

@@ -165,3 +165,74 @@ def test_export_without_any_tokenizer_refuses_before_writing(tmp_path, model):
     model.save_pretrained(tmp_path / "bare")
     assert main(["export", str(tmp_path / "bare"), "--out", str(tmp_path / "out")]) == 2
     assert not (tmp_path / "out").exists()
+
+
+# --- what a user hands in must be a regular file: a named pipe would hang the command, a device never end ----------
+def _pipe(path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(path)
+    return path
+
+
+def _small_sst2_model(folder, tokenizer):
+    from minibert import BertConfig, BertForSequenceClassification
+    BertForSequenceClassification(BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=16, num_hidden_layers=1,
+                                             num_attention_heads=2, intermediate_size=32)).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def _in_data_dir(tmp_path):
+    """A data folder whose sst2/dev.tsv is a named pipe, its other files the mirror's (linked, not copied)."""
+    from offline import mirror_with
+    mirror = mirror_with("sst2/dev.tsv")
+    for name in ("train.tsv", "test.tsv"):
+        (tmp_path / "data" / "sst2").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "data" / "sst2" / name).symlink_to(mirror / "sst2" / name)
+    return _pipe(tmp_path / "data" / "sst2" / "dev.tsv")
+
+
+def _fifo_corpus_folder(tmp_path):
+    (tmp_path / "texts").mkdir()
+    (tmp_path / "texts" / "a.txt").write_text("One sentence. Another one.\n")
+    return _pipe(tmp_path / "texts" / "b.txt")
+
+
+PRETRAIN = ["pretrain", "--objective", "none", "--max-seq-len", "16", "--steps", "1", "--eval-corpus", "none"]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+@pytest.mark.parametrize("handed_in", ["data file", "model config", "corpus file", "corpus folder", "vocabulary",
+                                       "device as corpus"])
+def test_a_file_handed_in_that_is_not_a_regular_file_is_refused_not_waited_on(tmp_path, tokenizer, handed_in):
+    """Each command is run as a user runs it, in its own process, with a time limit: before, each of these waited
+    forever for a writer to the pipe (`minibert evaluate` with a FIFO in data/ never returned)."""
+    import subprocess
+    import sys
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MINIBERT_DATA_DIR": str(tmp_path / "data")}
+    env.pop("MINIBERT_SHARED_DATA_DIR", None)
+    pretrain = [*PRETRAIN, "--out", str(tmp_path / "out")]
+    if handed_in == "data file":
+        named = _in_data_dir(tmp_path)
+        argv = ["evaluate", "sst2", "--model", str(_small_sst2_model(tmp_path / "m", tokenizer))]
+    elif handed_in == "model config":
+        model = _small_sst2_model(tmp_path / "m", tokenizer)
+        (model / "config.json").unlink()
+        named, argv = _pipe(model / "config.json"), ["evaluate", "sst2", "--model", str(model)]
+    elif handed_in == "corpus file":
+        named = _pipe(tmp_path / "book.txt")
+        argv = [*pretrain, "--vocab-size", "300", "--corpus", str(named)]
+    elif handed_in == "corpus folder":
+        named = _fifo_corpus_folder(tmp_path)
+        argv = [*pretrain, "--vocab-size", "300", "--corpus", str(tmp_path / "texts")]
+    elif handed_in == "vocabulary":
+        named = _pipe(tmp_path / "vocab.txt")
+        argv = [*pretrain, "--corpus", "gutenberg/blake-poems.txt", "--tokenizer", str(named)]
+    else:
+        named, argv = "/dev/null", [*pretrain, "--vocab-size", "300", "--corpus", "/dev/null"]
+    done = subprocess.run([sys.executable, "-m", "minibert.cli", *argv], capture_output=True, text=True, env=env,
+                          timeout=120)
+    kind = "a character device" if handed_in == "device as corpus" else "a named pipe (FIFO)"
+    assert done.returncode == 2, done.stderr
+    assert f"error: {named} is not a regular file but {kind}" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "out").exists()  # nothing written for a refused command

@@ -5,6 +5,9 @@ before it writes anything, and say which folder and what to do.
 """
 import json
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -129,3 +132,108 @@ def test_export_into_the_project_root_is_refused_even_with_a_checkpoints_folder(
     assert main(["export", str(tmp_path / "nowhere"), "--out", "."]) == 2
     assert "minibert did not write" in capsys.readouterr().err
     assert (project / "README.md").read_text() == "my project\n"
+
+
+# --- inside a folder: only what minibert wrote there is ever replaced -------------------------------------------
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("0[01]_*.ipynb"))
+
+
+def test_slides_refuse_a_folder_of_the_users_own_slides_and_assets(tmp_path, capsys):
+    """`jupyter nbconvert --to slides` writes NAME.slides.html too: a folder of the user's that holds one and an
+    assets/ folder is not ours, and `minibert slides --out` it deleted assets/."""
+    mine = user_folder(tmp_path / "talk")
+    (mine / "README.md").unlink()
+    (mine / "talk.slides.html").write_text("<html>my talk</html>")
+    assert slides.main(["build", str(NOTEBOOKS[0]), "--out", str(mine)]) != 0
+    err = capsys.readouterr().err
+    assert "minibert did not write, and it holds assets, talk.slides.html; nothing was written" in err
+    assert sorted(p.relative_to(mine).as_posix() for p in mine.rglob("*")) == ["assets", "assets/logo.svg",
+                                                                               "talk.slides.html"]
+
+
+def test_slides_replace_only_the_pages_and_assets_they_wrote(tmp_path, capsys):
+    out = tmp_path / "slides"
+    assert slides.main(["build", str(NOTEBOOKS[0]), "--out", str(out)]) == 0
+    ours = out / f"{NOTEBOOKS[0].stem}.slides.html"
+    (out / "notes.txt").write_text("mine")  # beside them: never touched
+    assert slides.main(["build", str(NOTEBOOKS[0]), "--out", str(out)]) == 0  # its own page and assets: rebuilt
+    theirs = out / f"{NOTEBOOKS[1].stem}.slides.html"  # the user's own page of that notebook (nbconvert's)
+    theirs.write_text("<html>my version</html>")
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.name != ".minibert-lock"}
+    capsys.readouterr()
+    assert slides.main(["build", *map(str, NOTEBOOKS), "--out", str(out)]) != 0
+    err = capsys.readouterr().err
+    assert f"holds {theirs.name}, which minibert did not write there and this command would replace" in err
+    assert "Move it out of the folder, or name another --out" in err
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.name != ".minibert-lock"} == before
+    assert theirs.read_text() == "<html>my version</html>" and ours.is_file() and (out / "notes.txt").read_text() == "mine"
+
+
+def test_a_run_folder_s_own_names_the_user_put_there_are_refused(tmp_path):
+    """A folder of ours whose mark does not list a name (the user put history.json there by hand) is not
+    written over; what the command wrote there is (its manifest lists it, patterns included)."""
+    out = claim(tmp_path / "run", "minibert pretrain", ("tokenizer", "step-*"))
+    assert json.loads((out / MARK).read_text())["written"] == ["tokenizer", "step-*"]
+    (out / "step-000002").mkdir()
+    (out / "history.json").write_text("[]")
+    assert claimable(out, "minibert pretrain", ("step-*", "tokenizer")) == out
+    with pytest.raises(ValueError, match=r"holds history.json, which minibert did not write there"):
+        claimable(out, "minibert pretrain", ("history.json", "step-*"))
+    old = tmp_path / "old"  # marked before marks listed names: what minibert writes that is there is its own
+    old.mkdir()
+    (old / MARK).write_text("written by `minibert slides`: minibert commands may write in this folder again\n")
+    (old / "assets").mkdir()
+    (old / "00_x.slides.html").write_text("")
+    assert claimable(old, "minibert slides", ("assets", "00_x.slides.html")) == old
+
+
+# --- one command at a time on a folder ---------------------------------------------------------------------------
+def small_model(folder):
+    config = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=32)
+    BertForSequenceClassification(config).save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.parametrize("command", ["pretrain", "finetune", "export", "slides", "experiment"])
+def test_every_command_that_writes_is_refused_while_another_writes_the_same_out(tmp_path, capsys, command):
+    from minibert.out_folder import locked_file, writing
+    out = tmp_path / ("results.json" if command == "experiment" else "out")
+    argv = {"pretrain": ["pretrain", "--out", str(out), "--corpus", "gutenberg/blake-poems.txt", "--steps", "1"],
+            "finetune": ["finetune", "sst2", "--model", str(small_model(tmp_path / "m")), "--out", str(out)],
+            "export": ["export", str(small_model(tmp_path / "m")), "--out", str(out)],
+            "slides": ["slides", str(NOTEBOOKS[0]), "--out", str(out)],
+            "experiment": ["experiment", "masking", "--out", str(out), "--steps", "1"]}[command]
+    held = (locked_file(out, "minibert experiment masking") if command == "experiment"
+            else writing(out, "minibert test", staged=command == "export"))
+    with held:
+        started = time.monotonic()
+        assert main(argv) != 0
+        assert time.monotonic() - started < 30  # refused at once, not after reading data or a model
+    err = capsys.readouterr().err
+    assert "another minibert command is writing" in err and str(out) in err
+    assert f"process {os.getpid()}, `minibert " in err and "Nothing was written" in err
+
+
+def test_two_pretrain_runs_on_one_folder_the_second_is_refused_and_the_lock_dies_with_its_process(tmp_path, capsys):
+    torch.set_num_threads(1)
+    out = tmp_path / "run"
+    flags = ["--corpus", "gutenberg/blake-poems.txt", "--objective", "none", "--vocab-size", "300", "--max-seq-len",
+             "16", "--batch-size", "4", "--eval-corpus"]
+    first = subprocess.Popen([sys.executable, "-m", "minibert.cli", "pretrain", "--out", str(out), *flags, "--steps",
+                              "1000000"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / "tokenizer").exists() and time.monotonic() < deadline:  # it is training
+            time.sleep(0.2)
+        assert (out / "tokenizer").exists(), first.stderr.read() if first.poll() is not None else "no tokenizer"
+        assert main(["pretrain", "--out", str(out), *flags, "--steps", "2", "--resume"]) == 2
+        err = capsys.readouterr().err
+        assert f"another minibert command is writing in {out} (process {first.pid}, `minibert pretrain`)" in err
+        assert not list(out.glob("step-*"))
+    finally:
+        first.kill()  # no chance to clean up: the operating system releases its lock
+        first.wait(timeout=60)
+    assert main(["pretrain", "--out", str(out), *flags, "--steps", "2", "--resume"]) == 0
+    assert (out / "step-000002").is_dir()

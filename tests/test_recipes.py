@@ -380,3 +380,173 @@ def test_extend_from_starts_longer_inputs_from_the_trained_positions_and_segment
 def test_an_example_length_nobody_can_train_is_refused(length):
     with pytest.raises(ValueError, match=f"max_seq_len must be from 8 to 8,192 tokens, got {length:,}"):
         PretrainSettings(out="unused", max_seq_len=length)
+
+
+# --- a full disk: one line, the file named, the last checkpoint intact, nothing half-written ---------------------
+def no_space_on(module, name, monkeypatch, after: int = 0, rust: bool = False, code: str = "ENOSPC"):
+    """``module.name`` (a writer) fails as on a full disk from its call number ``after + 1`` on: OSError ENOSPC (or
+    ``code``) from Python, or, ``rust``, the SafetensorError that safetensors raises for it."""
+    import errno
+
+    from safetensors import SafetensorError
+    real, calls = getattr(module, name), []
+
+    def full(*args, **kwargs):
+        calls.append(args)
+        if len(calls) <= after:
+            return real(*args, **kwargs)
+        if rust:
+            raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+        raise OSError(getattr(errno, code), os.strerror(getattr(errno, code)))
+    monkeypatch.setattr(module, name, full)
+
+
+def one_line_disk_full(err: str, why: str = "No space left on device") -> str:
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith(f"error: the disk is full ({why}): "), lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize("code, why", [("ENOSPC", "No space left on device"), ("EDQUOT", "Disk quota exceeded")])
+def test_a_full_disk_while_saving_a_checkpoint_keeps_the_previous_one_and_says_so(tmp_path, capsys, monkeypatch,
+                                                                                   code, why):
+    import minibert.training.checkpoint as checkpoint
+    torch.set_num_threads(1)
+    out = tmp_path / "run"
+    with monkeypatch.context() as patch:
+        no_space_on(checkpoint, "save_file", patch, after=1, code=code)  # step 2's checkpoint is written, not step 4's
+        assert run(out, "--steps", "4", "--save-every", "2", "--eval-corpus") == 2
+    line = one_line_disk_full(capsys.readouterr().err, why)
+    assert (f"{out / 'step-000004'} could not be written, and nothing of it was left behind; the previous checkpoint "
+            f"{out / 'step-000002'} is intact. Free some space on that disk, then run the same command with --resume"
+            in line)
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".minibert")) == [
+        "history.json", "recipe.json", "step-000002", "tokenizer"]  # no .step-000004.tmp, no step-000004
+    minibert.BertForPreTraining.from_pretrained(out / "step-000002")
+    assert run(out, "--steps", "4", "--save-every", "2", "--eval-corpus", "--resume") == 0  # space freed: it goes on
+    assert (out / "step-000004").is_dir()
+
+
+def test_a_full_disk_while_writing_a_fine_tuned_model_leaves_no_partial_file(tmp_path, tokenizer, capsys, monkeypatch):
+    import minibert.hub as hub
+    torch.set_num_threads(1)
+    config = minibert.BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=1,
+                                 num_attention_heads=2, intermediate_size=64, max_position_embeddings=128)
+    minibert.BertModel(config).save_pretrained(tmp_path / "base")
+    tokenizer.save_pretrained(tmp_path / "base")
+    out = tmp_path / "sst2"
+    argv = ["finetune", "sst2", "--model", str(tmp_path / "base"), "--out", str(out), "--steps", "1",
+            "--train-examples", "16", "--eval-examples", "8", "--batch-size", "8", "--device", "cpu"]
+    with monkeypatch.context() as patch:
+        no_space_on(hub, "save_file", patch, after=1, rust=True)  # the checkpoint is written, not the model
+        assert main(argv) == 2
+    line = one_line_disk_full(capsys.readouterr().err)
+    assert (f"{out / 'model.safetensors'} could not be written, and nothing of it was left behind; the run's last "
+            f"checkpoint {out / 'checkpoints' / 'step-000001'} is intact" in line and "--resume" in line)
+    assert not (out / "model.safetensors").exists() and not list(out.glob(".*.part"))
+    assert main([*argv, "--resume"]) == 0 and (out / "results.json").is_file()
+
+
+def test_a_full_disk_while_exporting_leaves_no_folder(tmp_path, eval_text, capsys, monkeypatch):
+    import minibert.hub as hub
+    torch.set_num_threads(1)
+    assert run(tmp_path / "run", "--steps", "1", "--objective", "none", "--eval-corpus", eval_text) == 0
+    capsys.readouterr()
+    with monkeypatch.context() as patch:
+        no_space_on(hub, "save_file", patch, rust=True)
+        assert main(["export", str(tmp_path / "run"), "--out", str(tmp_path / "model")]) == 2
+    line = one_line_disk_full(capsys.readouterr().err)
+    assert f"{tmp_path / 'model' / 'model.safetensors'} could not be written" in line
+    assert f"{tmp_path / 'run'} is untouched" in line and line.endswith("then run the same command again "
+                                                                          "(nothing was left in its --out)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+# --- --eval-corpus none -----------------------------------------------------------------------------------------
+def test_eval_corpus_none_means_no_held_out_text_as_documented(tmp_path, capsys):
+    torch.set_num_threads(1)
+    assert "none, or the flag alone, to skip held-out evaluation" in " ".join(pretrain_parser().format_help().split())
+    assert PretrainSettings(eval_corpus="none").eval_corpus == () == PretrainSettings(eval_corpus=["none"]).eval_corpus
+    assert run(tmp_path / "run", "--steps", "2", "--eval-every", "1", "--eval-corpus", "none") == 0
+    recipe = json.loads((tmp_path / "run" / "recipe.json").read_text())
+    assert recipe["args"]["eval_corpus"] == [] and recipe["eval_examples"] == 0
+    assert not any(k.startswith("eval_") for record in json.loads((tmp_path / "run" / "history.json").read_text())
+                   for k in record)
+    assert run(tmp_path / "run", "--steps", "3", "--resume") == 0  # the run's own: still none
+    capsys.readouterr()
+    assert run(tmp_path / "b", "--steps", "1", "--eval-corpus", "none", "wikitext2_raw/wiki.test.raw") == 2
+    assert "none means no held-out text, so it stands alone" in capsys.readouterr().err
+    # a grid scores every run on held-out text: its help does not offer none, and none is refused in one line
+    assert "cannot be skipped" in " ".join(masking_parser().format_help().split())
+    assert main(["experiment", "masking", "--out", str(tmp_path / "grid.json"), "--eval-corpus", "none"]) == 2
+    assert "a grid scores every run on held-out text" in capsys.readouterr().err
+
+
+# --- export: a card scored in seconds, and a folder that appears only complete ----------------------------------
+def to_be_scored_on(out, held_out: str, *flags):
+    """A one-step run whose card is to be scored on ``held_out`` (not scored at its end: that is pretrain's own
+    evaluation, on all of it)."""
+    assert run(out, "--steps", "1", "--objective", "none", "--eval-corpus", "none", *flags) == 0
+    recipe = json.loads((out / "recipe.json").read_text())
+    recipe["args"]["eval_corpus"] = [held_out]
+    (out / "recipe.json").write_text(json.dumps(recipe))
+
+
+def test_export_scores_its_card_on_a_bounded_sample_of_a_large_held_out_text(tmp_path, capsys):
+    import time
+
+    from minibert.recipes.model_card import CARD_EXAMPLES
+    torch.set_num_threads(1)
+    to_be_scored_on(tmp_path / "run", "wikitext2_raw/wiki.test.raw", "--max-seq-len", "16")  # 20,000 sequences
+    started = time.monotonic()
+    assert main(["export", str(tmp_path / "run"), "--out", str(tmp_path / "model")]) == 0
+    assert time.monotonic() - started < 60
+    card = (tmp_path / "model" / "README.md").read_text()
+    assert f"loaded back; {CARD_EXAMPLES} of the " in card and " held-out sequences, evenly spread over the text)" in card
+
+
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGKILL"])
+def test_an_interrupted_export_leaves_nothing_that_looks_complete_and_a_new_export_works(tmp_path, stop):
+    import signal
+    import subprocess
+    import sys
+    import time
+    torch.set_num_threads(1)
+    to_be_scored_on(tmp_path / "run", "wikitext2_raw/wiki.test.raw")
+    model, stage = tmp_path / "model", tmp_path / ".model.partial"
+    export = subprocess.Popen([sys.executable, "-m", "minibert.cli", "export", str(tmp_path / "run"), "--out",
+                               str(model)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "OMP_NUM_THREADS": "1"})
+    deadline = time.monotonic() + 120
+    while not any((folder / "model.safetensors").exists() for folder in (model, stage)):  # weights written: scoring
+        assert time.monotonic() < deadline and export.poll() is None, export.communicate()
+        time.sleep(0.02)
+    export.send_signal(getattr(signal, stop))
+    _, err = export.communicate(timeout=60)
+    assert not model.exists()  # no folder without its card
+    if stop == "SIGTERM":  # stopped as by Ctrl-C: it cleans up and says so
+        assert export.returncode == 130 and "interrupted: stopped by SIGTERM; run the same command again" in err
+        assert not stage.exists()
+    assert main(["export", str(tmp_path / "run"), "--out", str(model)]) == 0  # what a kill left is cleared
+    assert (model / "README.md").is_file() and not stage.exists()
+
+
+def test_a_fine_tuned_model_s_card_is_scored_on_a_bounded_sample_and_its_run_on_the_same(tmp_path, tokenizer):
+    """SST-2 dev has 872 phrases: the card scores both the exported and the fine-tuned weights on the first 512."""
+    from minibert.recipes.finetune import finetune
+    from minibert.recipes.model_card import CARD_EXAMPLES
+    torch.set_num_threads(1)
+    config = minibert.BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=1,
+                                 num_attention_heads=2, intermediate_size=64, max_position_embeddings=128)
+    minibert.BertModel(config).save_pretrained(tmp_path / "base")
+    tokenizer.save_pretrained(tmp_path / "base")
+    results = finetune(FinetuneSettings(task="sst2", model=str(tmp_path / "base"), out=str(tmp_path / "run"), steps=2,
+                                        train_examples=32, batch_size=16, device="cpu"))
+    assert "872" in results["data"]["eval"]  # the run: all of dev
+    assert main(["export", str(tmp_path / "run"), "--out", str(tmp_path / "model"), "--dtype", "fp32"]) == 0
+    card = (tmp_path / "model" / "README.md").read_text()
+    held_out = json.loads((tmp_path / "model" / "held_out.json").read_text())
+    assert f"Both rows on the first {CARD_EXAMPLES} held-out examples" in card
+    assert f"| fine-tuned (fp32) | {held_out['accuracy']:.4f} |" in card  # fp32 exported = fp32 fine-tuned, same 512
+    assert f"| exported (fp32), loaded back | {held_out['accuracy']:.4f} |" in card

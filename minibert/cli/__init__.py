@@ -15,9 +15,14 @@
     minibert slides [NOTEBOOKS...] [--out DIR]  reveal.js slides of the notebooks, offline (default: slides/)
     minibert slides annotate NOTEBOOKS...       write slide metadata into the cells not annotated before
 """
+import contextlib
 import shlex
+import signal
 import sys
+import threading
 
+from ..atomic import DiskFullError, disk_full
+from ..out_folder import locked_file
 from .experiment_commands import (EXPERIMENTS, beyond_bert_parser, bidirectionality_parser, electra_parser,
                                   glue_parser, masking_parser)
 from .recipe_commands import RECIPES, evaluate_parser, export_parser, finetune_parser, pretrain_parser
@@ -36,9 +41,9 @@ def main(argv: list[str] | None = None) -> int:
         from ..data import main as run
         return run(rest) or 0
     if command in RECIPES:
-        make_parser, recipe, label = RECIPES[command]
+        make_parser, recipe, label, then = RECIPES[command]
         given = vars(make_parser().parse_args(rest))
-        return _run(lambda: recipe(given), label)
+        return _run(lambda: recipe(given), label, then)
     if command == "experiment":
         if not rest or rest[0] not in EXPERIMENTS:
             print("usage: minibert experiment masking|beyond-bert|bidirectionality|electra|glue --out FILE [options] "
@@ -47,7 +52,11 @@ def main(argv: list[str] | None = None) -> int:
         make_parser, experiment = EXPERIMENTS[rest[0]]
         given = vars(make_parser().parse_args(rest[1:]))
         command_line = shlex.join(["minibert", "experiment", *rest])  # stored with the results
-        return _run(lambda: experiment(given, command_line), None)
+
+        def locked_experiment():  # one grid at a time on a results file: two would each rewrite it
+            with locked_file(given["out"], f"minibert experiment {rest[0]}"):
+                return experiment(given, command_line)
+        return _run(locked_experiment, None, "run the same command again to go on (finished runs are kept)")
     if command in ("release", "autograde"):
         from ..course.grading import main as run
         return run([command, *rest]) or 0
@@ -58,18 +67,45 @@ def main(argv: list[str] | None = None) -> int:
     return 2
 
 
-def _run(recipe, label) -> int:
-    """Run a recipe; bad settings, missing data or models end in one line that says what to do."""
+def _run(recipe, label, then: str) -> int:
+    """Run a recipe; bad settings, missing data or models, a full disk, end in one line that says what to do
+    (``then``: how to go on after an interruption or a full disk). SIGTERM and SIGHUP (`kill`, `docker stop`,
+    a closed terminal) stop it as Ctrl-C does, so that every command cleans up what it had half-written."""
     try:
-        result = recipe()
-    except (ValueError, OSError, FloatingPointError, OverflowError) as e:  # FloatingPointError: training diverged
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        with _stopped_as_by_ctrl_c():
+            result = recipe()
+    except Exception as e:
+        if disk_full(e):  # whatever raised it (our writes say what is intact; a library's says less)
+            said = str(e) if isinstance(e, DiskFullError) else (
+                f"the disk is full{' writing ' + str(e.filename) if getattr(e, 'filename', None) else ''}: "
+                f"{' '.join(str(e).split())}. Free some space on that disk")
+            print(f"error: {said}, then {then}", file=sys.stderr)
+            return 2
+        if isinstance(e, (ValueError, OSError, FloatingPointError, OverflowError)):  # FloatingPointError: diverged
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        raise
     except KeyboardInterrupt as e:  # the Trainer saved a checkpoint first when it had an out folder
-        print(f"interrupted{f': {e}' if str(e) else ''}; run the same command with --resume to go on",
-              file=sys.stderr)
+        print(f"interrupted{f': {e}' if str(e) else ''}; {then}", file=sys.stderr)
         return 130
     if label:
         print(f"{label}: {result}")
     return 0
+
+
+@contextlib.contextmanager
+def _stopped_as_by_ctrl_c():
+    """SIGTERM and SIGHUP raise KeyboardInterrupt while the block runs (the Trainer puts its own handler, which
+    first saves a checkpoint, in their place while it trains)."""
+    def interrupt(number, frame):
+        raise KeyboardInterrupt(f"stopped by {signal.Signals(number).name}")
+
+    in_main_thread = threading.current_thread() is threading.main_thread()  # the only one signals reach
+    names = [name for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name) and in_main_thread]
+    previous = {name: signal.signal(getattr(signal, name), interrupt) for name in names}
+    try:
+        yield
+    finally:
+        for name, handler in previous.items():
+            signal.signal(getattr(signal, name), handler)
 

@@ -133,7 +133,7 @@ def _add_grid_flags(parser: argparse.ArgumentParser, setup_class=None) -> None:
     from ..experiments.grid import GridSetup
 
     setup_class = setup_class or GridSetup
-    _add_training_flags(parser, setup_class)
+    _add_training_flags(parser, setup_class, held_out_optional=False)
     parser.add_argument("--eval-examples", type=int,
                         help=f"held-out sequences scored (default {setup_class.__dataclass_fields__['eval_examples'].default})")
 

@@ -53,9 +53,10 @@ def pretrain_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _add_training_flags(parser: argparse.ArgumentParser, settings_class) -> None:
+def _add_training_flags(parser: argparse.ArgumentParser, settings_class, held_out_optional: bool = True) -> None:
     """The flags of the recipe's shared `TrainingSettings`, for `minibert pretrain` and every grid; the help
-    gives ``settings_class``'s defaults."""
+    gives ``settings_class``'s defaults. ``held_out_optional``: whether a run may go without held-out text
+    (`minibert pretrain` may; a grid scores every run on it)."""
     from dataclasses import MISSING, fields
 
     d = {f.name: f.default if f.default is not MISSING else f.default_factory() for f in fields(settings_class)
@@ -64,8 +65,10 @@ def _add_training_flags(parser: argparse.ArgumentParser, settings_class) -> None
     add("--corpus", nargs="+",
         help="training text: dataset names of minibert.data (wikipedia_2015, wikitext2_raw, gutenberg, state_union, "
              f"...), DATASET/FILE, or paths to .txt files / folders (default: {' '.join(d['corpus'])})")
+    skip = ("; none, or the flag alone, to skip held-out evaluation" if held_out_optional
+            else "; every run is scored on it, so it cannot be skipped")
     add("--eval-corpus", nargs="*",
-        help=f"held-out text for evaluation, same forms (default: {' '.join(d['eval_corpus'])}; none to skip)")
+        help=f"held-out text for evaluation, same forms (default: {' '.join(d['eval_corpus'])}{skip})")
     add("--vocab-size", type=int, help="train a new WordPiece vocabulary of this size on --corpus"
                                        + (f" (default {d['vocab_size']})" if d["vocab_size"] else " instead"))
     add("--max-seq-len", type=int, help=f"tokens per example, [CLS] and [SEP]s included (default {d['max_seq_len']})")
@@ -193,8 +196,10 @@ def _evaluate(given: dict):
     return evaluate(EvaluateSettings(**given))
 
 
-# command -> (its parser, what runs it on the given flags, what to call the path it returns when printing it)
-RECIPES = {"pretrain": (pretrain_parser, _pretrain, "checkpoint"),
-           "export": (export_parser, _export, "model"),
-           "finetune": (finetune_parser, _finetune, None),
-           "evaluate": (evaluate_parser, _evaluate, None)}
+# command -> (its parser, what runs it on the given flags, what to call the path it returns when printing it,
+#             what to do after an interruption or a full disk)
+RESUME, AGAIN = "run the same command with --resume to go on", "run the same command again"
+RECIPES = {"pretrain": (pretrain_parser, _pretrain, "checkpoint", RESUME),
+           "export": (export_parser, _export, "model", f"{AGAIN} (nothing was left in its --out)"),
+           "finetune": (finetune_parser, _finetune, None, RESUME),
+           "evaluate": (evaluate_parser, _evaluate, None, AGAIN)}

@@ -32,7 +32,8 @@ from pathlib import Path
 
 import nbformat
 
-from ..out_folder import claim
+from ..atomic import DiskFullError, atomic_path, disk_full
+from ..out_folder import writing
 
 HIDE_INPUT = "hide-input-in-slides"
 MARK = "minibert"  # cell metadata of our own: {"auto_slide_type": what the rules chose}
@@ -183,13 +184,16 @@ def shown_as(cell) -> str:
 
 def annotate_files(paths) -> list[Path]:
     """Write the slide metadata into the notebook files; outputs and execution counts are rewritten
-    byte for byte (nbformat writes what it read). Returns the files that changed."""
+    byte for byte (nbformat writes what it read). Each notebook is replaced whole or not at all: a full
+    disk leaves it as it was. Returns the files that changed."""
     changed = []
     for path in _existing(paths):
         notebook = _read(path)
         annotated = annotate(notebook)
         if annotated != notebook:
-            nbformat.write(annotated, path)
+            with atomic_path(path) as tmp:
+                nbformat.write(annotated, tmp)
+                shutil.copymode(path, tmp)  # the notebook's own permissions, not a new file's
             changed.append(path)
     return changed
 
@@ -197,16 +201,25 @@ def annotate_files(paths) -> list[Path]:
 def build(notebooks=None, out="slides") -> list[Path]:
     """``out/NN_name.slides.html`` for each notebook (default: every ``notebooks/NN*_*.ipynb``), and
     reveal.js and MathJax in ``out/assets/``: the folder works offline and can be copied as a whole."""
+    notebooks = _existing(notebooks or sorted(Path().glob(DEFAULT_NOTEBOOKS)))
+    read = {path: annotate(_read(path)) for path in notebooks}  # a broken notebook stops us before anything is written
+    # A new folder, or one minibert wrote, locked while we write: its assets/ and the pages are replaced only if
+    # minibert wrote them there (the folder's mark lists them), never a page or an assets/ folder of the user's.
+    writes = (ASSETS, f".{ASSETS}-new", *(f"{path.stem}.slides.html" for path in notebooks))
+    try:
+        with writing(out, "minibert slides", writes) as out:
+            return _build(read, out)
+    except DiskFullError as e:
+        raise SlidesError(f"{e}, then build the slides again") from None
+    except ValueError as e:
+        raise SlidesError(str(e)) from None
+
+
+def _build(read: dict, out: Path) -> list[Path]:
     from jinja2 import DictLoader
     from nbconvert import SlidesExporter
     from nbconvert.preprocessors import TagRemovePreprocessor
 
-    notebooks = _existing(notebooks or sorted(Path().glob(DEFAULT_NOTEBOOKS)))
-    read = {path: annotate(_read(path)) for path in notebooks}  # a broken notebook stops us before anything is written
-    try:  # a new folder, or one minibert wrote: its assets/ is replaced, a folder of the user's never
-        out = claim(out, "minibert slides")
-    except ValueError as e:
-        raise SlidesError(str(e)) from None
     _copy_assets(out / ASSETS)
     exporter = SlidesExporter(
         extra_loaders=[DictLoader({TEMPLATE_NAME: TEMPLATE})], template_file=TEMPLATE_NAME,
@@ -215,10 +228,11 @@ def build(notebooks=None, out="slides") -> list[Path]:
         exclude_input_prompt=True, exclude_output_prompt=True)
     exporter.register_preprocessor(TagRemovePreprocessor(remove_input_tags={HIDE_INPUT}), enabled=True)
     written = []
-    for path in notebooks:
-        html, _ = exporter.from_notebook_node(read[path], resources={"metadata": {"name": path.stem}})
+    for path, notebook in read.items():
+        html, _ = exporter.from_notebook_node(notebook, resources={"metadata": {"name": path.stem}})
         target = out / f"{path.stem}.slides.html"
-        target.write_text(html, encoding="utf-8")
+        with atomic_path(target) as tmp:  # whole or not at all
+            tmp.write_text(html, encoding="utf-8")
         written.append(target)
     return written
 
@@ -245,9 +259,22 @@ def _existing(paths) -> list[Path]:
 
 
 def _copy_assets(target: Path) -> None:
-    """reveal.js and MathJax from their pinned packages into ``target``, replacing an older copy."""
+    """reveal.js and MathJax from their pinned packages into ``target``, replacing an older copy: the new copy
+    is made beside it first, so a full disk leaves the older one as it was."""
     staging = target.with_name(f".{target.name}-new")
     shutil.rmtree(staging, ignore_errors=True)
+    try:
+        _copy_sources(staging)
+    except BaseException as e:
+        shutil.rmtree(staging, ignore_errors=True)
+        if disk_full(e):
+            raise DiskFullError(target, code=disk_full(e)) from e
+        raise
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
+
+
+def _copy_sources(staging: Path) -> None:
     for name, (package, path) in ASSET_SOURCES.items():
         spec = importlib.util.find_spec(package)  # finds the files without importing the package
         if spec is None or not spec.submodule_search_locations:
@@ -259,8 +286,6 @@ def _copy_assets(target: Path) -> None:
         else:
             (staging / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, staging / name)
-    shutil.rmtree(target, ignore_errors=True)
-    staging.rename(target)
 
 
 def main(argv=None) -> int:
@@ -283,6 +308,9 @@ def main(argv=None) -> int:
                   "the folder works offline, copy it whole)" + "".join(f"\n  {path}" for path in written))
     except SlidesError as e:
         print(f"error: {e}", file=sys.stderr)
+        return 1
+    except DiskFullError as e:  # annotate: the notebook it could not write is as it was
+        print(f"error: {e}, then run the same command again", file=sys.stderr)
         return 1
     return 0
 

@@ -20,6 +20,7 @@ from typing import Iterable
 from tqdm import tqdm
 
 from ..atomic import atomic_path
+from ..user_files import regular_file
 from .hub_files import HUB_TO_FILES
 from .layout import data_dir, path
 from .registry import DATASETS, dataset_spec
@@ -36,7 +37,8 @@ class ChecksumError(ValueError):
 def ensure(dataset: str) -> Path:
     """The dataset's local folder, fetched first when incomplete: "use the local copy, else get it". Every
     loader reads its files through here, so a file of it that is not the registry's (cut off by a full
-    disk, edited by hand) is refused before anything is read from it, not scored or trained on."""
+    disk, edited by hand) is refused before anything is read from it, not scored or trained on; and so is
+    one that is not a regular file (a named pipe, a device), which would hang or never end its reader."""
     try:
         folder = path(dataset)
     except FileNotFoundError:
@@ -46,6 +48,9 @@ def ensure(dataset: str) -> Path:
             raise PermissionError(f"{dataset} is not in {data_dir()} and this user cannot write there ({e}); "
                                   f"fetch it as the folder's owner first (python -m minibert.data fetch {dataset}), "
                                   "or set MINIBERT_DATA_DIR to a folder this user can write") from None
+    spec = DATASETS[dataset]
+    for name in [*spec["files"], *spec.get("online_extras", ())]:  # a FIFO would hang its reader, a device never end
+        regular_file(folder / name, f"remove it, then fetch the dataset again: python -m minibert.data fetch {dataset}")
     bad = damaged(dataset, folder)
     if bad:
         raise ChecksumError(f"{folder / bad[0]} is damaged: its sha256 is not the one the registry pins for "

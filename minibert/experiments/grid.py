@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 from ..atomic import atomic_path
 from ..pretraining import unigram_loss
 from ..recipes.pretrain import PretrainSettings, TrainingSettings, held_out_data, make_tokenizer, score, training_data
+from ..user_files import regular_file
 
 RESULT_KEYS = ("setup", "runs", "references")
 
@@ -31,7 +32,7 @@ def read_results(path: str | os.PathLike) -> dict:
     """A grid's results file (setup, command, references, runs, versions), or an error that names the file:
     a grid goes on from its --out file and rewrites it, so a file that is not one of its own is refused."""
     try:
-        stored = json.loads(Path(path).read_text(encoding="utf-8"))
+        stored = json.loads(regular_file(path).read_text(encoding="utf-8"))
         why = None if isinstance(stored, dict) else f"it holds a JSON {type(stored).__name__}"
     except (UnicodeDecodeError, json.JSONDecodeError):
         stored, why = None, "it is not JSON text"
@@ -62,6 +63,9 @@ class GridSetup(TrainingSettings):
 
     def __post_init__(self):
         super().__post_init__()
+        if not self.eval_corpus:
+            raise ValueError("a grid scores every run on held-out text: give --eval-corpus a source (no held-out "
+                             "text, --eval-corpus none, is for `minibert pretrain`)")
         for name in ("vocab_size", "eval_examples"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:

@@ -10,6 +10,8 @@ import json
 import re
 from pathlib import Path
 
+from ..user_files import regular_file
+
 # Words whose period does not end a sentence ("Mr. Hyde"); "No. 5" only before a number. Single
 # letters (initials, "H. americanus") and dotted words ("e.g.", "U.S.") count as abbreviations too.
 ABBREVIATIONS = frozenset("mr mrs ms messrs dr prof rev st jr sr gen col capt lt sgt gov sen rep hon "
@@ -51,7 +53,7 @@ def read_text(file: str | Path) -> str:
     still load. A Project Gutenberg header and licence footer are not the book: when the START / END
     marker lines are there, only the text between them is kept.
     """
-    raw = Path(file).read_bytes()
+    raw = regular_file(file).read_bytes()
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:

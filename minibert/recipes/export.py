@@ -2,39 +2,46 @@
 
 The weights go out in fp16 (half the size), bf16, fp32 or int8 (a quarter), with the tokenizer, the
 recipe and a model card whose held-out figures are measured on the exported weights loaded back,
-so that what storage costs is measured, not assumed.
+so that what storage costs is measured, not assumed. The card is scored on at most `CARD_EXAMPLES`
+held-out sequences (or task examples), spread over the held-out text, so that an export takes seconds
+for a small model, not the hour a whole Wikipedia held-out set would; the card says how many.
+
+The folder is written as a hidden sibling (``.NAME.partial``) and renamed into place, card included, in
+one step (`minibert.out_folder.writing`): an export stopped half-way (Ctrl-C, a kill, a full disk)
+leaves nothing that looks like a model, and the next export clears what it left.
 """
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, replace
 from importlib import import_module
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
 
+from ..atomic import DiskFullError, disk_full
 from ..config import read_json
 from ..heads import BertForMaskedLM, BertForPreTraining
-from ..hub import INT8_WEIGHTS, WEIGHT_FILES
-from ..out_folder import claim, claimable
-from ..pretraining import (
-    LECTURE_BLANKS,
-    MLMMasking,
-    WikiTextAsStored,
-    build_pretraining_data,
-    fill_in_the_blank_data,
-    fill_mask,
-    next_sentence_accuracy,
-)
-from ..pretraining.dataset import FILL_IN_THE_BLANK_SEED
+from ..hub import WEIGHT_FILES
+from ..out_folder import BOOKKEEPING, claimable, stage_of, writing
+from ..pretraining import LECTURE_BLANKS, fill_mask
 from ..tasks import get_task
 from ..tokenizer import TOKENIZER_FILES, BertTokenizer
 from ..training import find_checkpoints
 from .finetune import held_out_score, recorded_run
-from .pretrain import PretrainSettings, held_out_data, plateau, score, training_data
+from .model_card import (
+    CARD_EXAMPLES,
+    command_of,
+    earlier_stage,
+    earlier_time,
+    folder_dtype,
+    score_held_out,
+    spread,
+    who_loads,
+)
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "int8": None}
 MODEL_CLASSES = ("BertModel", "BertForPreTraining", "BertForMaskedLM", "BertForSequenceClassification",
@@ -67,27 +74,34 @@ def export(settings: ExportSettings) -> Path:
     claimable(out, "minibert export")  # a new folder, or one minibert wrote: never the user's own
     if any((out / name).exists() for name in ("config.json", *WEIGHT_FILES)):
         raise ValueError(f"--out {out} already holds a model; export writes a new folder: choose another --out")
-    before = set(out.iterdir()) if out.is_dir() else set()
+    held = sorted(p.name for p in out.iterdir() if p.name not in BOOKKEEPING) if out.is_dir() else []
+    if held:
+        raise ValueError(f"--out {out} already holds {', '.join(held[:4])}; export writes a new folder: choose "
+                         "another --out")
+    if (run / "held_out.json").is_file() or ((run / "config.json").is_file() and not find_checkpoints(run)
+                                             and not (run / "results.json").is_file()):
+        write = convert_folder
+    elif (run / "results.json").is_file() and (run / "model.safetensors").is_file():
+        write = export_finetuned
+    else:
+        write = export_pretrained
     try:
-        claim(out, "minibert export")
-        if (run / "held_out.json").is_file() or ((run / "config.json").is_file() and not find_checkpoints(run)
-                                                 and not (run / "results.json").is_file()):
-            return convert_folder(run, out, settings.dtype)
-        if (run / "results.json").is_file() and (run / "model.safetensors").is_file():
-            return export_finetuned(run, out, settings.dtype)
-        return export_pretrained(run, out, settings.dtype)
-    except BaseException:  # no half-written folder: remove what this call wrote, nothing that was there before
-        if out.is_dir():
-            for path in set(out.iterdir()) - before:
-                shutil.rmtree(path) if path.is_dir() else path.unlink()
-            if not before:
-                out.rmdir()
-        raise
+        with writing(out, "minibert export", staged=True) as stage:  # renamed to out, card included, at the end
+            write(run, stage, settings.dtype, shown_as=out)
+    except Exception as e:  # a full disk: named as the file of out it was to be, not as the hidden stage's
+        if not disk_full(e):
+            raise
+        stage, path = stage_of(out), Path(getattr(e, "filename", None) or stage_of(out))
+        raise DiskFullError(out / path.relative_to(stage) if path.is_relative_to(stage) else path,
+                            f"{run} is untouched", disk_full(e)) from e
+    return out
 
 
-def convert_folder(folder: Path, out: Path, dtype: str) -> Path:
+def convert_folder(folder: Path, out: Path, dtype: str, shown_as: Path | None = None) -> Path:
     """A model folder in another precision, every other file copied: e.g. an int8 folder, which only
-    minibert reads, as fp16 that transformers reads too."""
+    minibert reads, as fp16 that transformers reads too. ``out``: where to write; ``shown_as``: the folder it
+    will be (``out`` is renamed to it), as the card names it."""
+    shown_as = shown_as or out
     config = read_json(folder / "config.json", "config")
     name = (config.get("architectures") or ["BertModel"])[0]
     if name not in MODEL_CLASSES:
@@ -100,11 +114,11 @@ def convert_folder(folder: Path, out: Path, dtype: str) -> Path:
         tokenizer.save_pretrained(out)
     for file in folder.iterdir():
         if file.is_file() and file.name not in ("config.json", "README.md", *WEIGHT_FILES, *TOKENIZER_FILES,
-                                                "tokenizer_config.json"):
+                                                "tokenizer_config.json", *BOOKKEEPING):
             shutil.copyfile(file, out / file.name)
-    card = (folder / "README.md").read_text() if (folder / "README.md").is_file() else f"# {out.name}\n"
+    card = (folder / "README.md").read_text() if (folder / "README.md").is_file() else f"# {shown_as.name}\n"
     card += (f"\n\n## Converted\nThis folder is {folder.as_posix()} with its weights in {dtype}, written by "
-             f"`minibert export {folder.as_posix()} --out {out.as_posix()} --dtype {dtype}`; "
+             f"`minibert export {folder.as_posix()} --out {shown_as.as_posix()} --dtype {dtype}`; "
              f"{who_loads(model, dtype)} loads them. The figures above were measured on the original weights.\n")
     (out / "README.md").write_text(card)
     return out
@@ -140,24 +154,13 @@ def save_weights(model, out: Path, dtype: str) -> None:
         model.to(DTYPES[dtype]).save_pretrained(out)
 
 
-def who_loads(model, dtype: str) -> str:
-    """The model card's line on what reads the weights (``model``: the class or an instance)."""
-    name = model.__name__ if isinstance(model, type) else type(model).__name__
-    if dtype == "int8":
-        return (f"minibert's `{name}.from_pretrained` (int8 rows with a scale each, see `minibert.hub`; "
-                f"transformers refuses the folder: `minibert export FOLDER --out NEW --dtype fp16` converts it "
-                f"into one that transformers reads)")
-    if getattr(model, "config", None) is not None and model.config.to_dict()["model_type"] != "bert":
-        return f"minibert's `{name}.from_pretrained` (its config goes beyond BERT's, so transformers refuses it)"
-    return f"`{name}.from_pretrained` (minibert or transformers)"
-
-
 def weights_mb(folder: Path) -> float:
     return sum((folder / name).stat().st_size for name in WEIGHT_FILES if (folder / name).is_file()) / 2**20
 
 
-def export_pretrained(run: Path, out: Path, dtype: str) -> Path:
+def export_pretrained(run: Path, out: Path, dtype: str, shown_as: Path | None = None) -> Path:
     """A ``minibert pretrain`` run's last checkpoint as a model folder, its card scored on the held-out text."""
+    shown_as = shown_as or out
     checkpoints = find_checkpoints(run)
     if not checkpoints or not (run / "recipe.json").exists():
         raise FileNotFoundError(f"{run} holds no finished minibert pretrain run (step-N/ and recipe.json) "
@@ -167,22 +170,24 @@ def export_pretrained(run: Path, out: Path, dtype: str) -> Path:
         raise ValueError(f"{run} holds a pre-training run that has not ended (stopped before the end of any "
                          f"`minibert pretrain` call, e.g. by a kill): go on with it, `minibert pretrain ... --out "
                          f"{run} --resume` with its flags (recipe.json lists them), then export")
-    if not recipe["args"].get("eval_corpus") and recipe["args"]["objective"] != "none":
+    if not recipe["args"].get("eval_corpus"):  # --eval-corpus none: the card has nothing to be scored on
+        pairs = recipe["args"]["objective"] != "none"
         raise ValueError(f"{run} was pre-trained without held-out text (--eval-corpus), and the model card scores "
-                         "the exported weights on it, sentence pairs included: resume the run with --eval-corpus "
-                         "TEXT (two or more documents) for one more step, then export it")
+                         f"the exported weights on it{', sentence pairs included' if pairs else ''}: resume the run "
+                         f"with --eval-corpus TEXT{' (two or more documents)' if pairs else ''} for one more step, "
+                         "then export it")
     model_class = BertForMaskedLM if recipe["args"]["objective"] == "none" else BertForPreTraining
     model = model_class.from_pretrained(checkpoints[-1])
     save_weights(model, out, dtype)
     tokenizer = BertTokenizer.from_pretrained(run / "tokenizer")
     tokenizer.save_pretrained(out)
-    for name in ("recipe.json", "history.json"):
-        shutil.copyfile(run / name, out / name)
+    for file in ("recipe.json", "history.json"):
+        shutil.copyfile(run / file, out / file)
 
     # What a user of the folder gets: its own weights, loaded back in fp32, on the recipe's held-out text.
     a = recipe["args"]
     reloaded = model_class.from_pretrained(out)
-    held_out, examples = score_held_out(reloaded, tokenizer, a)
+    held_out, examples, total = score_held_out(reloaded, tokenizer, a)
     (out / "held_out.json").write_text(json.dumps(held_out, indent=2) + "\n")
     size_mb = weights_mb(out)
     pretrain_command = command_of(a, run)
@@ -230,7 +235,7 @@ def export_pretrained(run: Path, out: Path, dtype: str) -> Path:
                   f"masked-LM decoder tied to the word embeddings)")
     else:
         origin = f"A {a['preset']} ({recipe['parameters']:,} parameters) pre-trained from scratch by the course's own recipe"
-    card = f"""# {out.name}
+    card = f"""# {shown_as.name}
 
 {origin}, so that the notebooks have a masked-LM model that works offline. Weights in {dtype}
 ({size_mb:.1f} MB); {loader} loads them.
@@ -238,7 +243,7 @@ def export_pretrained(run: Path, out: Path, dtype: str) -> Path:
 ## Recipe
 ```
 {pretrain_command}
-minibert export {run.as_posix()} --out {out.as_posix()} --dtype {dtype}
+minibert export {run.as_posix()} --out {shown_as.as_posix()} --dtype {dtype}
 ```
 Training text: {', '.join(a['corpus'])} ({recipe['train_examples']:,} {train_unit} of up to {a['max_seq_len']} tokens);
 held-out text: {', '.join(a['eval_corpus'])}. Objective: MLM ({a['mlm_probability']:.0%}, MASK/SAME/RND
@@ -246,7 +251,7 @@ held-out text: {', '.join(a['eval_corpus'])}. Objective: MLM ({a['mlm_probabilit
 {a['batch_size']} sequences, peak learning rate {a['lr']:g}, on {recipe['device']} in {recipe['precision']}:
 {recipe['seconds_this_run'] / 60:.0f} minutes (of the last `minibert pretrain` call, if the run was resumed).{earlier_time(earlier)}
 
-## Held-out figures (the exported weights, loaded back; {examples:,} held-out sequences)
+## Held-out figures (the exported weights, loaded back; {spread(examples, total)})
 | {' | '.join(columns)} |
 |{'---|' * len(columns)}
 | {' | '.join(values)} |
@@ -270,82 +275,13 @@ reads higher; it is given for comparison with older cards only.{notes}
     return out
 
 
-def command_of(args: dict, run: Path) -> str:
-    """The `minibert pretrain` command line that repeats a run, from its recipe.json's settings."""
-    flags = [f"--{k.replace('_', '-')}" + ("" if v is True else " " + (" ".join(map(str, v)) if isinstance(v, list) else str(v)))
-             for k, v in sorted(args.items(), key=lambda kv: kv[0] not in ("preset", "init_from"))  # the model first
-             if v is not None and v is not False and k not in ("func", "resume", "out", "time_budget")]
-    flags = [f.replace("--pre-layer-norm", "--pre-ln") for f in flags
-             if not (args.get("init_from") and f.startswith(("--preset", "--tokenizer")))]  # init_from's own
-    return " \\\n    ".join(["minibert pretrain " + " ".join(flags), f"--out {run.as_posix()}"])
-
-
-def earlier_stage(args: dict) -> dict | None:
-    """The recipe of the run that made ``init_from``, where it is a folder this project exported (a model
-    pre-trained in stages, as BERT was: its card then gives every stage's command, not only the last)."""
-    init_from = args.get("init_from")
-    recipe = Path(init_from) / "recipe.json" if init_from else None
-    if recipe is None or not recipe.is_file():
-        return None
-    earlier = read_json(recipe, "earlier stage's recipe")
-    return earlier if earlier.get("command") == "minibert pretrain" and "args" in earlier else None
-
-
-def folder_dtype(folder: Path) -> str:
-    """How an exported folder stores its weights: int8, or the number format of its safetensors file."""
-    if (folder / INT8_WEIGHTS).is_file():
-        return "int8"
-    with safe_open(folder / "model.safetensors", framework="pt") as weights:
-        first = weights.get_slice(next(iter(weights.keys()))).get_dtype()
-    return {"F16": "fp16", "BF16": "bf16"}.get(first, "fp32")
-
-
-def earlier_time(earlier: dict | None) -> str:
-    if earlier is None:
-        return ""
-    return (f" The first run: {earlier['step']:,} steps of {earlier['args']['batch_size']} sequences, peak learning "
-            f"rate {earlier['args']['lr']:g}, {earlier['seconds_this_run'] / 60:.0f} minutes on {earlier['device']}.")
-
-
-def score_held_out(model, tokenizer, args: dict) -> tuple[dict[str, float], int]:
-    """A pre-trained model on its recipe's held-out text (the recipe's `score`): fill-in-the-blank figures
-    (every scored token a [MASK]) and the unigram plateau; WikiText also as stored, its tokenisation marks
-    kept; NSP (or SOP) on held-out pairs, with the test's blanks and with no token masked; and the
-    accuracy under the training corruption, labelled as such.
-
-    Fill in the blank is scored on the held-out text packed into sequences (`fill_in_the_blank_data`'s
-    ``objective="none"``), the same test whatever the model's objective: in sentence pairs, half the
-    blanks would have another article's text beside them.
-    """
-    s = PretrainSettings(**{k: v for k, v in args.items() if k in {f.name for f in fields(PretrainSettings)}})
-    sources = list(s.eval_corpus)
-    blanks = fill_in_the_blank_data(tokenizer, sources, "none", s.max_seq_len)
-    held_out = {f"eval_{name}": value for name, value in score(s, model, blanks, 32, "cpu").items()}  # as in history.json
-    stored = [WikiTextAsStored(source) for source in sources if str(source).startswith("wikitext")]
-    if stored:
-        as_stored = score(s, model, fill_in_the_blank_data(tokenizer, stored, "none", s.max_seq_len), 32, "cpu")
-        held_out.update(eval_mlm_accuracy_as_stored=as_stored["mlm_accuracy"], eval_mlm_top5_as_stored=as_stored["mlm_top5"])
-    if s.objective != "none" and isinstance(model, BertForPreTraining):
-        paired = score(s, model, held_out_data(s, tokenizer), 32, "cpu")  # the recipe's held-out pairs, with blanks
-        held_out.update(eval_nsp_accuracy=paired["nsp_accuracy"], eval_nsp_loss=paired["nsp_loss"])
-        # the same pairs (the test's seed), without its blanks
-        pairs = build_pretraining_data(tokenizer, sources, s.objective, s.max_seq_len, seed=FILL_IN_THE_BLANK_SEED)
-        held_out["eval_nsp_accuracy_unmasked"] = next_sentence_accuracy(model, pairs.examples, tokenizer.pad_token_id)
-    corruption = MLMMasking(tokenizer, s.mlm_probability, s.mask_same_rnd, whole_word=s.whole_word,
-                            spans=s.span_masking)
-    corrupted = build_pretraining_data(tokenizer, sources, "none", s.max_seq_len, masking=corruption,
-                                       static_masking=True, seed=s.seed)
-    held_out["eval_mlm_accuracy_80_10_10"] = score(s, model, corrupted, 32, "cpu")["mlm_accuracy"]
-    held_out["unigram_loss"] = plateau(training_data(s, tokenizer), blanks, tokenizer.vocab_size)
-    return held_out, len(blanks)
-
-
-def export_finetuned(run: Path, out: Path, dtype: str) -> Path:
+def export_finetuned(run: Path, out: Path, dtype: str, shown_as: Path | None = None) -> Path:
     """A ``minibert finetune`` folder as a smaller model folder to ship, scored again after export.
 
     The card gives the held-out metric of the run and of the exported weights loaded back, so the
     cost of fp16 or int8 storage is measured, not assumed.
     """
+    shown_as = shown_as or out
     recorded = read_json(run / "results.json", "run's results")
     task = get_task(recorded["task"])
     model = task.model_class.from_pretrained(run)
@@ -354,15 +290,23 @@ def export_finetuned(run: Path, out: Path, dtype: str) -> Path:
     tokenizer.save_pretrained(out)
     shutil.copyfile(run / "results.json", out / "results.json")
     _, hyperparameters = recorded_run(run, task.name)
-    _, metrics, description = held_out_score(task.name, task.model_class.from_pretrained(out), tokenizer, recorded,
-                                             hyperparameters)
+    capped = replace(hyperparameters, eval_examples=min(hyperparameters.eval_examples or CARD_EXAMPLES, CARD_EXAMPLES))
+    predictions, metrics, description = held_out_score(task.name, task.model_class.from_pretrained(out), tokenizer,
+                                                       recorded, capped)  # with a progress bar
+    fine_tuned, both = recorded["metrics"], ""
+    if len(predictions) >= CARD_EXAMPLES and (hyperparameters.eval_examples or math.inf) > CARD_EXAMPLES:
+        # the run was scored on more examples than the card: its fp32 weights are scored on the card's too
+        _, fine_tuned, _ = held_out_score(task.name, task.model_class.from_pretrained(run), tokenizer, recorded,
+                                          capped)
+        both = (f"\n\nBoth rows on the first {CARD_EXAMPLES:,} held-out examples, to keep an export short; the run's "
+                "score on all of them is in `results.json`.")
     (out / "held_out.json").write_text(json.dumps(metrics, indent=2) + "\n")
     size_mb = weights_mb(out)
     shown = [k for k in metrics if k != "words"]
     fmt = lambda k, v: f"{v:.2f}" if task.name == "squad" else f"{v:.4f}"  # SQuAD's metrics are 0-100
     note = f"\n\nNote: {description['note']}.\n" if description.get("note") else ""
     loader = who_loads(model, dtype)
-    card = f"""# {out.name}
+    card = f"""# {shown_as.name}
 
 {recorded['model']} fine-tuned on {task.name} by the course's own recipe. Weights in {dtype} ({size_mb:.1f} MB);
 {loader} loads them.
@@ -370,17 +314,17 @@ def export_finetuned(run: Path, out: Path, dtype: str) -> Path:
 ## Recipe
 ```
 {recorded['command']}
-minibert export {run.as_posix()} --out {out.as_posix()} --dtype {dtype}
+minibert export {run.as_posix()} --out {shown_as.as_posix()} --dtype {dtype}
 ```
 Trained on {recorded['data']['train']};
 {recorded['steps']:,} steps ({recorded['epochs_done']} epochs) on {recorded['device']} in {recorded['precision']},
 {recorded['train_seconds_this_run'] / 60:.0f} minutes of training (of the last `minibert finetune` call).
 
-## Held-out figures ({description['eval']}){note}
+## Held-out figures ({description['eval']}){note}{both}
 
 | weights | {' | '.join(shown)} |
 |---|{'---|' * len(shown)}
-| fine-tuned (fp32) | {' | '.join(fmt(k, recorded['metrics'][k]) for k in shown)} |
+| fine-tuned (fp32) | {' | '.join(fmt(k, fine_tuned[k]) for k in shown)} |
 | exported ({dtype}), loaded back | {' | '.join(fmt(k, metrics[k]) for k in shown)} |
 
 `results.json` holds every setting and the training curve.

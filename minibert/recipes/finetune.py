@@ -38,9 +38,9 @@ from pathlib import Path
 
 import torch
 
-from ..atomic import atomic_path
+from ..atomic import atomic_path, saying_what_is_intact
 from ..config import read_json
-from ..out_folder import claim, claimable
+from ..out_folder import claimable, writing
 from ..tasks import get_task, tagging
 from ..tokenizer import BertTokenizer
 from ..training import PRECISIONS, TrainConfig, Trainer, find_checkpoints, pick_device
@@ -189,10 +189,14 @@ def check_max_length(model, max_length: int, name: str) -> None:
                          f"position embeddings. Give --max-length {positions} or less")
 
 
-def finetune(settings: FinetuneSettings) -> dict:
-    """Run the recipe; prints the metric and returns what results.json holds."""
-    s, task = settings, get_task(settings.task)
-    out = claimable(s.out, "minibert finetune")  # a new folder, or one minibert wrote: never the user's own
+# What a run writes in its folder, and may replace there (`minibert.out_folder`): nothing else is touched.
+WRITES = ("checkpoints", "config.json", "model.safetensors", "model.int8.safetensors", "vocab.txt", "tokenizer.json",
+          "tokenizer_config.json", "predictions.json", "results.json")
+
+
+def check_out_folder(s: FinetuneSettings) -> bool:
+    """Everything about ``out`` that can go wrong, found before anything is written; whether it holds checkpoints."""
+    out = claimable(s.out, "minibert finetune", WRITES)  # a new folder, or one minibert wrote: never the user's own
     if Path(s.model).exists() and out.resolve() == Path(s.model).resolve():
         raise ValueError(f"--out {out} is the model being fine-tuned, which the result would overwrite; name a new "
                          "folder")
@@ -201,6 +205,30 @@ def finetune(settings: FinetuneSettings) -> dict:
     has_checkpoints = bool(find_checkpoints(out / "checkpoints"))  # a run of this folder got that far
     if not s.resume and has_checkpoints:
         raise ValueError(f"{out} already holds a fine-tuning run: --resume goes on with it, or choose another --out")
+    return has_checkpoints
+
+
+def finetune(settings: FinetuneSettings) -> dict:
+    """Run the recipe; prints the metric and returns what results.json holds.
+
+    The out folder is locked while the run writes it (a second run on it is refused at once), and a full
+    disk ends the run with a `DiskFullError` that says which checkpoint is intact."""
+    check_out_folder(settings)  # before the folder is made or locked: a refused run touches nothing
+    with writing(settings.out, "minibert finetune", WRITES) as out:
+        has_checkpoints = check_out_folder(settings)  # again, now that no other command can be writing it
+        checkpoints = out / "checkpoints"
+        with saying_what_is_intact(lambda: _last_checkpoint(checkpoints)):
+            return _finetune(settings, out, has_checkpoints)
+
+
+def _last_checkpoint(folder: Path) -> str:
+    checkpoints = find_checkpoints(folder)
+    return (f"the run's last checkpoint {checkpoints[-1]} is intact" if checkpoints
+            else "no checkpoint had been saved yet")
+
+
+def _finetune(s: FinetuneSettings, out: Path, has_checkpoints: bool) -> dict:
+    task = get_task(s.task)
     device = pick_device(s.device)
     preset, h = hyperparameters(s, device.type)
     defining = {"task": task.name, "model": s.model, "tokenizer": s.tokenizer, "seed": s.seed, "split": s.split,
@@ -232,7 +260,6 @@ def finetune(settings: FinetuneSettings) -> dict:
     trainer = Trainer(model, config, task_inputs.train, task_inputs.eval if s.eval_every else None,
                       collate_fn=task_inputs.collate, metrics_fn=task_inputs.metrics)
     if trainer.is_main and not has_checkpoints:
-        claim(out, "minibert finetune")
         write_json(record, {"command": command_line(s), "settings": defining,
                             "flags": {k: v for k, v in asdict(s).items() if k not in PER_CALL}})
     started = time.perf_counter()

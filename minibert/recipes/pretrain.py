@@ -23,9 +23,10 @@ from pathlib import Path
 
 import torch
 
+from ..atomic import saying_what_is_intact
 from ..config import ALBERT_PRESETS, PRESETS, BertConfig
 from ..heads import BertForMaskedLM, BertForPreTraining
-from ..out_folder import claim, claimable
+from ..out_folder import claimable, writing
 from ..pretraining import (
     OBJECTIVES,
     MLMMasking,
@@ -59,7 +60,7 @@ class TrainingSettings:
     vocabulary are, and how it trains. Checked here, once; `PretrainSettings` and the grids' setups
     (`minibert.experiments.grid.GridSetup`) add what is their own and give their own defaults."""
     corpus: tuple[str, ...] = ("wikitext2_raw/wiki.valid.raw",)   # training text: corpora, DATASET/FILE or paths
-    eval_corpus: tuple[str, ...] = ("wikitext2_raw/wiki.test.raw",)  # held-out text; () for none
+    eval_corpus: tuple[str, ...] = ("wikitext2_raw/wiki.test.raw",)  # held-out text; () or "none" for none
     vocab_size: int | None = None               # train a new WordPiece vocabulary of this size on the corpus
     max_seq_len: int = 128                      # tokens per example, [CLS] and [SEP]s included
     steps: int = 1000                           # optimizer updates
@@ -74,6 +75,11 @@ class TrainingSettings:
     def __post_init__(self):
         self.corpus, self.eval_corpus = (tuple([c] if isinstance(c, (str, os.PathLike)) else c)
                                          for c in (self.corpus, self.eval_corpus))
+        if "none" in self.eval_corpus:  # the command line's word for no held-out text (as --eval-corpus alone)
+            if len(self.eval_corpus) > 1:
+                raise ValueError(f"eval_corpus {' '.join(map(str, self.eval_corpus))!r}: none means no held-out text, "
+                                 "so it stands alone; give none, or the held-out sources")
+            self.eval_corpus = ()
         for name in ("max_seq_len", "steps", "batch_size", "vocab_size"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
@@ -244,15 +250,15 @@ def make_trainer(s: PretrainSettings, model, train_data, eval_data=None, **train
 
 
 def score(s: TrainingSettings, model, eval_data: PretrainingDataset, batch_size: int | None = None,
-          device: str | torch.device | None = None) -> dict[str, float]:
+          device: str | torch.device | None = None, progress: str | None = None) -> dict[str, float]:
     """Step 5: the held-out figures: fill-in-the-blank loss, accuracy and top-5 (and NSP's loss and
     accuracy on held-out pairs when the data has them), on the device and in the number format the run
-    trains in (``device``: another one, e.g. "cpu" for a shipped model)."""
+    trains in (``device``: another one, e.g. "cpu" for a shipped model; ``progress``: a progress bar's label)."""
     device = pick_device(s.device) if device is None else torch.device(device)
     autocast = s.autocast() if device == _run_device(s) else None
     return evaluate(model.to(device), eval_data, batch_size=batch_size or s.batch_size, collate_fn=eval_data.collate,
                     metrics_fn=pretraining_metrics, device=device, autocast=autocast,
-                    model_kwargs={"masked_only": True})
+                    model_kwargs={"masked_only": True}, progress=progress)
 
 
 def _run_device(s: TrainingSettings) -> torch.device | None:
@@ -270,11 +276,15 @@ def plateau(train_data: PretrainingDataset, eval_data: PretrainingDataset, vocab
 
 
 # --- the recipe ----------------------------------------------------------------------------------------
+# What a run writes in its folder, and may replace there (`minibert.out_folder`): nothing else is touched.
+WRITES = ("tokenizer", "recipe.json", "history.json", "step-*", ".step-*.tmp")
+
+
 def check_out_folder(s: PretrainSettings) -> None:
     """Everything about ``out`` that can go wrong is found before anything is written to it."""
     if s.out is None:
         raise ValueError("pretrain needs an out folder for its checkpoints, tokenizer and recipe.json")
-    out = claimable(s.out, "minibert pretrain")  # a new folder, or one minibert wrote: never the user's own
+    out = claimable(s.out, "minibert pretrain", WRITES)  # a new folder, or one minibert wrote: never the user's own
     checkpoints = find_checkpoints(out) if out.is_dir() else []
     if not s.resume:
         if checkpoints:
@@ -289,16 +299,29 @@ def check_out_folder(s: PretrainSettings) -> None:
 
 
 def pretrain(settings: PretrainSettings) -> Path:
-    """Run the five steps; returns the folder of the final checkpoint."""
+    """Run the five steps; returns the folder of the final checkpoint.
+
+    The out folder is locked while the run writes it (a second run on it is refused at once), and a full
+    disk ends the run with a `DiskFullError` that says which checkpoint is intact."""
     s = settings
-    check_out_folder(s)
-    out = Path(s.out)
+    check_out_folder(s)  # before the folder is made or locked: a refused run touches nothing
+    with writing(s.out, "minibert pretrain", WRITES) as out:
+        check_out_folder(s)  # again, now that no other command can be writing it
+        with saying_what_is_intact(lambda: _last_checkpoint(out)):
+            return _pretrain(s, out)
+
+
+def _last_checkpoint(out: Path) -> str:
+    checkpoints = find_checkpoints(out)
+    return f"the last checkpoint {checkpoints[-1]} is intact" if checkpoints else "no checkpoint had been saved yet"
+
+
+def _pretrain(s: PretrainSettings, out: Path) -> Path:
     tokenizer = make_tokenizer(s, out / "tokenizer" if s.resume else None)
     train_data, eval_data = training_data(s, tokenizer), held_out_data(s, tokenizer)
     model = make_model(s, tokenizer)
     trainer = make_trainer(s, model, train_data, eval_data)
     if trainer.is_main:  # under torchrun every process built the same tokenizer; one writes it
-        claim(out, "minibert pretrain")
         tokenizer.save_pretrained(out / "tokenizer")
         if not find_checkpoints(out):  # what defines the run, from its start (the rest is added at its end)
             write_json(out / "recipe.json", {"command": "minibert pretrain", "args": asdict(s)})

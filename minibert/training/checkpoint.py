@@ -24,8 +24,10 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
+from ..atomic import DiskFullError, disk_full
 from ..config import read_json
 from ..hub import refuse_not_finite, tied_aliases
+from ..user_files import regular_file
 from .config import RESUME_SAFE_FIELDS
 from .history import History
 
@@ -128,8 +130,12 @@ def save_checkpoint(out_dir: str | os.PathLike, model: nn.Module, optimizer: tor
         (tmp / "trainer_state.json").write_text(json.dumps(state, indent=1) + "\n")
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)  # one atomic rename: the checkpoint appears complete
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
+        if disk_full(e):  # named as the checkpoint, not as the hidden folder it was being written in
+            previous = find_checkpoints(out_dir)
+            raise DiskFullError(final, f"the previous checkpoint {previous[-1]} is intact" if previous else
+                                "no checkpoint of this run had been saved yet", disk_full(e)) from e
         raise
     for old in find_checkpoints(out_dir)[:-keep_last]:
         shutil.rmtree(old)
@@ -147,8 +153,8 @@ def load_checkpoint(path: str | os.PathLike, model: nn.Module, optimizer: torch.
     """
     path = Path(path)
     state = read_json(path / "trainer_state.json", "checkpoint's trainer state")
-    tensors = load_file(path / "trainer_state.safetensors")
-    weights = load_file(path / "model.safetensors")
+    tensors = load_file(regular_file(path / "trainer_state.safetensors"))
+    weights = load_file(regular_file(path / "model.safetensors"))
     for file, stored in (("model.safetensors", weights), ("trainer_state.safetensors", tensors)):
         refuse_not_finite(stored, path / file, "the run had diverged when it was saved")
     missing, unexpected = model.load_state_dict(weights, strict=False)

@@ -7,6 +7,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, default_collate
+from tqdm.auto import tqdm
 
 from ..modes import eval_mode
 from .batching import to_device, with_masked_positions
@@ -17,7 +18,7 @@ from .checkpoint import isolated_rng
 def evaluate(model: nn.Module, data: Dataset, *, batch_size: int = 32, collate_fn=None, metrics_fn=None,
              device: torch.device | str | None = None, max_batches: int | None = None, seed: int = 0,
              autocast: AbstractContextManager | None = None, rank: int = 0, world_size: int = 1,
-             num_workers: int = 0, model_kwargs: dict | None = None) -> dict[str, float]:
+             num_workers: int = 0, model_kwargs: dict | None = None, progress: str | None = None) -> dict[str, float]:
     """Mean ``loss`` and ``metrics_fn(outputs, batch)``'s numbers over ``data``, weighted by examples, dropout off.
 
     ``data`` and ``collate_fn`` are the Trainer's kind: batches are dicts of the model's keyword
@@ -27,7 +28,7 @@ def evaluate(model: nn.Module, data: Dataset, *, batch_size: int = 32, collate_f
     first batches only. Under DistributedDataParallel (``world_size`` > 1) each process reads its
     share and the sums are added up, so every process returns the same numbers. ``model_kwargs`` go to
     every forward (e.g. ``{"masked_only": True}``; the masked positions are then found on the host,
-    `with_masked_positions`).
+    `with_masked_positions`). ``progress``: the label of a progress bar (shown on a terminal).
     """
     if len(data) == 0:
         raise ValueError("evaluation data is empty")
@@ -41,7 +42,7 @@ def evaluate(model: nn.Module, data: Dataset, *, batch_size: int = 32, collate_f
     totals, examples = {}, 0
     with eval_mode(model):
         with isolated_rng(seed + rank, device):
-            for i, batch in enumerate(loader):
+            for i, batch in enumerate(tqdm(loader, desc=progress, disable=None if progress else True, leave=False)):
                 if max_batches is not None and i == max_batches:
                     break
                 batch = to_device(batch, device, getattr(model, "config", None))
