@@ -4,8 +4,9 @@ works, the instructor version gets full marks and the untouched student release 
 The machinery is tested on a small fixture course (tests/fixtures/grading/01_demo.ipynb: a
 stable softmax worth 2 points and scaled attention scores worth 3), then the two promises are
 checked on the real course notebooks, with one autograde run per version because executing the
-notebooks is slow. Last, the exercises must be done by hand: an answer that calls the library's own
-implementation scores nothing (minibert.course.integrity, called from every hidden test).
+notebooks is slow. Last, whether an exercise was done by hand: an answer that calls the library's own
+implementation gets a note beside its points (minibert.course.integrity, called from every hidden test).
+The attacks on the grader, and the ways honest students write answers, are in test_walled_grading.py.
 """
 import ast
 import os
@@ -22,7 +23,7 @@ import nbformat
 import pytest
 import system_programs
 
-from minibert.course import bubblewrap, graded_run, grading, sandbox
+from minibert.course import gradebook, graded_run, grading, walls
 
 FIXTURE = Path(__file__).parent / "fixtures" / "grading"
 COURSE = Path(__file__).resolve().parents[1] / "notebooks"
@@ -54,13 +55,13 @@ def submit(release: Path, folder: Path, notebook: str = "01_demo.ipynb", **answe
 def grader_account(bubblewrap_installed):
     """The account student code runs as in these tests: ``nobody`` when they run as root (as in CI), None
     when they run as an ordinary user. If root's ``nobody`` cannot start this checkout's Python (a checkout
-    under /root), the tests grade with ``MINIBERT_GRADER_RUN_AS=root`` and the sandbox tests are skipped,
+    under /root), the tests grade with ``MINIBERT_GRADER_RUN_AS=root`` and the walls' tests are skipped,
     saying why, rather than every grading test failing on the machine's layout."""
     try:
-        user = sandbox.user_to_run_as(None)
+        user = walls.user_to_run_as(None)
         if user is not None:
-            sandbox.check_user(user, [])
-    except sandbox.SandboxError as e:  # no `nobody`, or it cannot reach this checkout
+            walls.check_user(user)
+    except walls.WallError as e:  # no `nobody`, or it cannot reach this checkout
         warnings.warn(f"grading tests run student code as root: {e}", stacklevel=2)
         with pytest.MonkeyPatch.context() as env:
             env.setenv("MINIBERT_GRADER_RUN_AS", "root")
@@ -71,9 +72,9 @@ def grader_account(bubblewrap_installed):
 
 @pytest.fixture(scope="module")
 def bubblewrap_installed():
-    """Grading as root walls kernels in with bubblewrap where the machine has it: installed here where the tests
-    may (root with apt-get, as in CI), so that they grade inside its walls; elsewhere they grade with the
-    sandbox's own, and say why."""
+    """Grading as root walls the student's process in with bubblewrap where the machine has it: installed here
+    where the tests may (root with apt-get, as in CI), so that they grade inside its walls; elsewhere they grade
+    without, and say why."""
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         found, why_not = system_programs.program("bwrap", "bubblewrap")
         if not found:
@@ -150,88 +151,59 @@ def test_instructor_version_gets_full_marks():
 def test_untouched_release_gets_zero(demo_release):
     scores = grading.autograde(demo_release, source=FIXTURE)
     assert marks(scores) == {"softmax_tests": (0, 2), "attention_scores_tests": (0, 3)}
-    assert scores.notebooks["01_demo"]["softmax_tests"].error == "NotImplementedError"
-
-
-def test_one_exercise_done_gets_exactly_its_points(demo_release, tmp_path):
-    submission = submit(demo_release, tmp_path / "submission", softmax=STABLE_SOFTMAX)
-    scores = grading.autograde(submission, source=FIXTURE)
-    assert marks(scores) == {"softmax_tests": (2, 2), "attention_scores_tests": (0, 3)}
-
-
-def test_hidden_tests_run(demo_release, tmp_path):
-    """A softmax that passes the visible asserts but overflows fails the hidden test."""
-    submission = submit(demo_release, tmp_path / "submission", softmax=NAIVE_SOFTMAX)
-    scores = grading.autograde(submission, source=FIXTURE)
-    assert marks(scores)["softmax_tests"] == (0, 2)
-    assert "overflows on large logits" in scores.notebooks["01_demo"]["softmax_tests"].error
-
-
-WARNING_SOFTMAX = """import warnings
-def softmax(x):
-    warnings.warn("a warning a correct answer may well print (torch.tensor of a tensor, a deprecation, ...)")
-    z = np.exp(x - x.max(axis=-1, keepdims=True))
-    return z / z.sum(axis=-1, keepdims=True)
-"""
-
-
-def test_a_correct_answer_that_writes_to_stderr_keeps_its_points(demo_release, tmp_path):
-    """nbgrader takes any stderr output of a test cell for a failure: a correct answer that prints a warning
-    scored 0 with no reason. A test cell that ran to its end (its token printed) passed, warnings or not;
-    a wrong answer that warns still scores zero, with its assertion as the reason."""
-    right = submit(demo_release, tmp_path / "right", softmax=WARNING_SOFTMAX)
-    assert marks(grading.autograde(right, source=FIXTURE))["softmax_tests"] == (2, 2)
-    wrong = submit(demo_release, tmp_path / "wrong", softmax=WARNING_SOFTMAX.replace("x - x.max", "x - 0 * x.max")
-                   .replace("z = np.exp", "z = 2 * np.exp") .replace("return z /", "return z / 2 /"))
-    scores = grading.autograde(wrong, source=FIXTURE)
-    assert marks(scores)["softmax_tests"] == (0, 2) and scores.notebooks["01_demo"]["softmax_tests"].error
+    assert scores.notebooks["01_demo"]["softmax_tests"].error == "NotImplementedError (line 1 of the test cell)"
 
 
 SNOOPING_SOFTMAX = """import os
 from pathlib import Path
-course = Path.cwd().parents[2]  # the kernel runs in <course>/autograded/<student>/<assignment>
 assert os.geteuid() != 0, "student code runs as root"
-for secret in [course / "source" / "notebooks" / "01_demo.ipynb", course / "gradebook.db",
-               course / "submitted" / "student" / "notebooks" / "01_demo.ipynb",
-               *Path.cwd().glob("*.ipynb")]:  # the notebook being graded, written with its hidden tests restored
+for secret in {secrets!r}:
     try:
-        secret.read_bytes()
-    except (PermissionError, FileNotFoundError):  # FileNotFoundError: in bubblewrap, the course is not there at all
+        found = list(Path(secret).iterdir()) if Path(secret).is_dir() else Path(secret).read_bytes()
+    except (PermissionError, FileNotFoundError, NotADirectoryError):
         continue
-    raise AssertionError(f"student code read {secret}")
+    assert not found, f"student code read {{secret}}"
 Path("scratch.txt").write_text("its own folder is writable")
+seen = [f for p in Path("/tmp").iterdir() if p.name not in ("work", "home") and not p.name.startswith("minibert-")
+        for f in p.rglob("*") if f.is_file()]  # only empty folders where the walls cover or bind paths
+assert not seen, f"a file of the machine's /tmp (where the grader's course folder is): {{seen[:3]}}"
+print(In)  # its own history holds no test: the tests never came here
+assert not any("overflows on " + "large logits" in cell for cell in In), "a hidden test in the student's history"
 """ + STABLE_SOFTMAX
 
 
-def test_student_code_cannot_reach_hidden_tests_or_the_gradebook(grader_account, demo_release, tmp_path, capsys):
-    """Grading as root, the kernel runs as nobody: the course folder's instructor copy (hidden tests),
-    gradebook and submitted original are out of its reach, and so is the notebook nbgrader writes into the
-    kernel's own folder with every test restored; that folder is writable; instructor
-    notebooks it could still read (the fixture, in a world-readable checkout) are named in a warning."""
-    if grader_account is None:
-        pytest.skip("only a grader started as root switches student code to another user")
-    instructor = FIXTURE.resolve() / "01_demo.ipynb"
+def test_student_code_cannot_reach_hidden_tests_or_the_gradebook(grader_account, demo_release, tmp_path):
+    """Grading as root in bubblewrap, the student's process sees neither the instructor notebooks (hidden tests),
+    nor Jupyter's checkpoints of them, nor the checkout's git history, nor the course folder the grader works in
+    (gradebook, the instructor copy, the submitted original), nor a sibling submission and its other files; its
+    own folder is writable, and its history holds no test."""
+    if grader_account is None or walls.bubblewrap_missing():
+        pytest.skip("only a grader started as root, with bubblewrap, walls student code off the machine's files")
+    source = tmp_path / "source"
+    (source / ".ipynb_checkpoints").mkdir(parents=True)
+    shutil.copy(FIXTURE / "01_demo.ipynb", source / "01_demo.ipynb")
+    shutil.copy(FIXTURE / "01_demo.ipynb", source / ".ipynb_checkpoints" / "01_demo-checkpoint.ipynb")
+    (source / "answers.txt").write_text("the instructor's notes")
+    for path in [tmp_path, *tmp_path.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)  # world-readable: only the walls keep them away
+    (tmp_path / "class").mkdir()
+    sibling = submit(demo_release, tmp_path / "class" / "another student", softmax=STABLE_SOFTMAX)
+    (sibling / "notes.txt").write_text("another student's own file")
     git = next(f / ".git" for f in FIXTURE.resolve().parents if (f / ".git").exists())  # every hidden test's history
-    hides = sandbox.can_hide()  # root with mount namespaces: the readable instructor notebooks are emptied
-    reads = (f"\nassert (Path({str(instructor)!r}).read_bytes() == b'') == {hides}, 'instructor notebook'"
-             f"\nassert (not any(Path({str(git)!r}).iterdir())) == {hides}, 'the checkout git history'\n")
-    submission = submit(demo_release, tmp_path / "submission", softmax=SNOOPING_SOFTMAX + reads)
-    assert grading.autograde(submission, source=FIXTURE).score == 0  # held: its code reaches outside the answer
-    scores = grading.autograde(submission, source=FIXTURE, reviewed=True)  # and if a person lets it through
+    secrets = [str(p) for p in (source / "01_demo.ipynb", source / ".ipynb_checkpoints", source / "answers.txt", git,
+                                sibling / "01_demo.ipynb", sibling / "notes.txt")]
+    submission = submit(demo_release, tmp_path / "class" / "submission",
+                        softmax=SNOOPING_SOFTMAX.format(secrets=secrets))
+    scores = grading.autograde(submission, source=source)
     assert marks(scores)["softmax_tests"] == (2, 2), scores.table()
-    warning = capsys.readouterr().err
-    if hides:
-        assert "who can read" not in warning
-    else:
-        assert "student code runs as nobody, who can read" in warning and str(instructor.parent) in warning
 
 
 LEAVES_A_PROCESS = """import os, subprocess, sys
-from minibert.course.sandbox import SUBMISSION_IDS
+from minibert.course.walls import SUBMISSION_IDS
 assert os.getuid() in SUBMISSION_IDS and os.getgid() == os.getuid() and not os.getgroups(), "an identity of its own"
 import resource
 memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-assert resource.getrlimit(resource.RLIMIT_AS)[0] <= memory, "more address space than the machine has memory"
+assert resource.getrlimit(resource.RLIMIT_AS)[0] <= memory // 2, "more address space than half the machine's memory"
 subprocess.Popen([sys.executable, "-c", "import time; time.sleep(31337)"], start_new_session=True)
 os.makedirs("/tmp/left-by-a-submission", exist_ok=True)
 open("/tmp/left-by-a-submission/notes.txt", "w").write("for whoever gets this id next")
@@ -243,37 +215,37 @@ assert not os.path.exists("/dev/shm/left-by-a-submission"), "a file the last sub
 """ + STABLE_SOFTMAX
 
 
-@pytest.mark.parametrize("walls", ["bubblewrap where installed", "the sandbox's own"])
+@pytest.mark.parametrize("wall", ["bubblewrap where installed", "an id of its own only"])
 def test_each_submission_runs_as_its_own_identity_and_leaves_no_process(grader_account, demo_release, tmp_path,
-                                                                        request, monkeypatch, walls):
+                                                                        request, monkeypatch, wall):
     """A detached process started by one submission used to outlive its kernel, as the same `nobody` as the
     next student's kernels: it could kill them or copy their work. Now every graded notebook runs as a user id
     of its own, and every process of that id is ended when its grading ends; what it left in /tmp or
     /dev/shm for the next holder of the id is deleted. Where bubblewrap walls the kernel in, it sees neither the
-    machine's processes nor its /tmp. (Both submissions would be held by the review, which
-    reads `os` and `subprocess`; they are graded as if a person had let them through.)"""
+    machine's processes nor its /tmp, and has no network."""
     if grader_account is None:
         pytest.skip("only a grader started as root switches student code to another user")
 
     def sleepers():
         return [p for p in Path("/proc").glob("[0-9]*/cmdline") if b"31337" in _read(p)]
 
-    if walls == "the sandbox's own":
-        monkeypatch.setenv("MINIBERT_NO_BUBBLEWRAP", "1")  # the kernel's launcher reads it too
+    if wall == "an id of its own only":
+        monkeypatch.setenv("MINIBERT_NO_BUBBLEWRAP", "1")
     unseen = ""
-    if bubblewrap.usable():  # its own processes and /tmp: it sees neither the machine's nor another grading's
+    if not walls.bubblewrap_missing():  # its own processes and /tmp: it sees neither the machine's nor another's
         shared = Path("/tmp/minibert-a-file-of-the-machines.txt")
         shared.write_text("world-readable, in the machine's /tmp")
         shared.chmod(0o644)
         request.addfinalizer(lambda: shared.unlink(missing_ok=True))
         unseen = (f"import os\nassert not os.path.exists({str(shared)!r}), 'the machine\\'s /tmp'\n"
-                  "assert len([p for p in os.listdir('/proc') if p.isdigit()]) < 20, 'the machine\\'s processes'\n")
+                  "assert len([p for p in os.listdir('/proc') if p.isdigit()]) < 20, 'the machine\\'s processes'\n"
+                  "import socket\nassert [n for _, n in socket.if_nameindex()] == ['lo'], 'a network'\n")
     first = submit(demo_release, tmp_path / "first", softmax=unseen + LEAVES_A_PROCESS)
-    assert marks(grading.autograde(first, source=FIXTURE, reviewed=True))["softmax_tests"] == (2, 2)
+    assert marks(grading.autograde(first, source=FIXTURE))["softmax_tests"] == (2, 2)
     assert not sleepers(), "the detached process outlived the grading"
     assert not Path("/tmp/left-by-a-submission").exists() and not Path("/dev/shm/left-by-a-submission").exists()
     second = submit(demo_release, tmp_path / "second", softmax=FINDS_NOTHING_LEFT)
-    assert marks(grading.autograde(second, source=FIXTURE, reviewed=True))["softmax_tests"] == (2, 2)
+    assert marks(grading.autograde(second, source=FIXTURE))["softmax_tests"] == (2, 2)
 
 
 def _read(path: Path) -> bytes:
@@ -302,7 +274,7 @@ def test_a_submission_is_data_only_regular_files_are_taken(demo_release, tmp_pat
     secret.write_text("the grader's")
     os.link(secret, submission / "notes.txt")
     (submission / "data.txt").write_text("mine")
-    assert grading._not_plain_files(submission, ["pipe", "notes.txt", "data.txt", "01_demo.ipynb"]) == \
+    assert gradebook.not_plain_files(submission, ["pipe", "notes.txt", "data.txt", "01_demo.ipynb"]) == \
         {"pipe", "notes.txt"}
     fifo_notebook = tmp_path / "fifo"
     fifo_notebook.mkdir()
@@ -544,7 +516,7 @@ def test_course_notebook_has_two_exercises(prefix):
     assert len(grading.exercises(found[0])) >= 2, f"{found[0].name}: fewer than two graded exercises"
 
 
-# --- the exercises must be done by hand ------------------------------------------------------
+# --- the exercises done by hand: integrity notes ------------------------------------------------
 
 LIBRARY_WORDPIECE = "from minibert.tokenizer import wordpiece  # the library's answer, not the student's"
 
@@ -571,9 +543,10 @@ def test_course_hidden_tests_forbid_the_libraries_answer(notebook):
 
 
 @pytest.mark.slow  # runs notebook 01 up to its last exercise
-def test_course_exercise_answered_with_the_library_scores_zero(tmp_path):
-    """nbgrader's autograder on notebook 01: a WordPiece 'solution' that imports the library's
-    wordpiece passes the visible tests but gets no points; the honest exercise beside it keeps its own."""
+def test_course_exercise_answered_with_the_library_gets_a_note_beside_its_points(tmp_path):
+    """nbgrader's autograder on notebook 01: a WordPiece 'solution' that imports the library's wordpiece is
+    right, and keeps its points; beside them, a note for the person grading names what it used (the student's
+    process reports it, so it is a hint to judge, not a zero)."""
     source = tmp_path / "source"
     source.mkdir()
     shutil.copy(COURSE / "01_inputs.ipynb", source)
@@ -583,8 +556,9 @@ def test_course_exercise_answered_with_the_library_scores_zero(tmp_path):
                         ex01_wordpiece=LIBRARY_WORDPIECE, ex01_embedding_sum=honest)
     cells = grading.autograde(submission, source=source).notebooks["01_inputs"]
     assert {grade_id: (cell.score, cell.max_score) for grade_id, cell in cells.items()} == {
-        "ex01_wordpiece_tests": (0, 2), "ex01_embedding_sum_tests": (2, 2)}
-    assert "write it yourself: wordpiece is minibert.tokenizer.wordpiece" in cells["ex01_wordpiece_tests"].error
+        "ex01_wordpiece_tests": (2, 2), "ex01_embedding_sum_tests": (2, 2)}
+    assert any("wordpiece is minibert.tokenizer.wordpiece" in note for note in cells["ex01_wordpiece_tests"].notes)
+    assert not cells["ex01_embedding_sum_tests"].notes
 
 
 def test_one_broken_notebook_costs_only_its_own_points_and_says_why(tmp_path, demo_release):
@@ -622,14 +596,15 @@ def test_one_broken_notebook_costs_only_its_own_points_and_says_why(tmp_path, de
 
     cases = {"invalid JSON": (lambda p: p.write_text('{"cells": [', encoding="utf-8"), "is not a readable notebook"),
              "duplicated cell": (duplicated_test_cell, "nbgrader could not grade 02_demo.ipynb"),
-             "stripped metadata": (without_test_metadata, "not in the submitted notebook"),
-             "dying kernel": (killing_the_kernel, "nbgrader could not grade 02_demo.ipynb")}
+             "stripped metadata": (without_test_metadata, "not in the submitted notebook")}
     for label, (damage, reason) in cases.items():
-        scores = grading.autograde(submission(label.replace(" ", "_"), damage), source=source, timeout=60,
-                                   reviewed=label == "dying kernel")  # `os._exit` would be held by the review first
+        scores = grading.autograde(submission(label.replace(" ", "_"), damage), source=source, timeout=60)
         assert scores.notebooks["01_demo"]["softmax_tests"].score == 2, label  # the other notebook is graded
         lost = scores.notebooks["02_demo"]["softmax_tests"]
         assert lost.score == 0 and reason in lost.error, (label, lost)
+    # a cell that ends the student's process costs only itself: the process starts again without it
+    scores = grading.autograde(submission("dying", killing_the_kernel), source=source, timeout=60)
+    assert scores.notebooks["02_demo"]["softmax_tests"].score == 2, scores.table()
     (tmp_path / "renamed").mkdir()
     shutil.copy(honest / "01_demo.ipynb", tmp_path / "renamed" / "01_demo.ipynb")
     shutil.copy(honest / "01_demo.ipynb", tmp_path / "renamed" / "02_demo (copy).ipynb")
@@ -639,7 +614,7 @@ def test_one_broken_notebook_costs_only_its_own_points_and_says_why(tmp_path, de
 
 
 def test_a_failed_grading_reports_its_cause_not_nbgraders_summary():
-    from minibert.course.nbgrader_log import cause, kernel_trouble, without_stack_frames
+    from minibert.course.nbgrader_log import cause, without_stack_frames
 
     log = without_stack_frames([
         "[AutogradeApp | INFO] Converting notebook submitted/student/notebooks/07_sst2.ipynb",
@@ -651,53 +626,4 @@ def test_a_failed_grading_reports_its_cause_not_nbgraders_summary():
     assert not any("File " in line for line in log)
     assert cause("\n".join(log)) == ("nbclient.exceptions.CellTimeoutError: A cell timed out while it was being "
                                      "executed, after 600 seconds.")
-    assert not kernel_trouble("\n".join(log))  # the student's cell ran too long: no second try
-    assert kernel_trouble("nbclient.exceptions.DeadKernelError: Kernel died")
     assert cause("just one line") == "just one line" and cause("") == "nbgrader gave no output"
-
-
-SILENCES_THE_TESTS = NAIVE_SOFTMAX + """
-get_ipython().input_transformers_post.append(lambda lines: ["pass\\n"])  # every later cell runs as nothing
-"""
-KEEPS_ONLY_THE_TOKEN = NAIVE_SOFTMAX + """
-get_ipython().input_transformers_cleanup.append(lambda lines: [l for l in lines if "minibert-grader" in l])
-"""
-STRIPS_THE_ASSERTS = NAIVE_SOFTMAX + """
-get_ipython().input_transformers_cleanup.append(lambda lines: [l for l in lines if "assert" not in l])
-"""
-PATCHES_ALLCLOSE = NAIVE_SOFTMAX + """
-np.allclose = lambda *args, **kwargs: True
-"""
-
-
-def test_a_submission_that_makes_later_cells_run_as_nothing_scores_zero(demo_release, tmp_path):
-    """One line in an answer used to turn the hidden tests into `pass`, and a wrong answer into full marks.
-    The review holds it before it runs; and should a person let it through, each test cell of the grader's
-    copy ends by printing a one-time token: a test that ends without an error and without its token did not
-    run, and scores zero with the reason."""
-    from minibert.course import canary
-
-    submission = submit(demo_release, tmp_path / "submission", softmax=SILENCES_THE_TESTS)
-    grades = grading.autograde(submission, source=FIXTURE).notebooks["01_demo"]
-    assert grades["softmax_tests"].score == 0 and grades["softmax_tests"].error.startswith(
-        "held for review: cell 4, line 3: `get_ipython().input_transformers_post.append(")
-    grades = grading.autograde(submission, source=FIXTURE, reviewed=True).notebooks["01_demo"]
-    assert (grades["softmax_tests"].score, grades["softmax_tests"].error) == (0.0, canary.REASON)
-    honest = submit(demo_release, tmp_path / "honest", softmax=STABLE_SOFTMAX)
-    assert marks(grading.autograde(honest, source=FIXTURE))["softmax_tests"] == (2, 2)
-
-
-@pytest.mark.parametrize("tampering", [KEEPS_ONLY_THE_TOKEN, STRIPS_THE_ASSERTS, PATCHES_ALLCLOSE],
-                         ids=["keeps only the token line", "strips the asserts", "patches np.allclose"])
-def test_a_wrong_answer_that_changes_how_the_tests_run_is_held_not_scored(demo_release, tmp_path, tampering):
-    """The audit's three ways past the token: a wrong (overflowing) softmax plus one line that changes how the
-    hidden test runs got full marks, because the test ran in the kernel the line had changed. The grader now
-    reads the submission's own code first (minibert.course.review): the notebook is held, every test cell at
-    zero, with the line and the reason. Graded anyway (``reviewed``), the same submission still gets the
-    marks: the review, not the kernel, is what stops it."""
-    submission = submit(demo_release, tmp_path / "submission", softmax=tampering)
-    held = grading.autograde(submission, source=FIXTURE).notebooks["01_demo"]
-    assert {grade_id: cell.score for grade_id, cell in held.items()} == {"softmax_tests": 0, "attention_scores_tests": 0}
-    assert all(cell.error.startswith("held for review: cell 4, line 3: ") and "--reviewed" in cell.error
-               for cell in held.values())
-    assert marks(grading.autograde(submission, source=FIXTURE, reviewed=True))["softmax_tests"] == (2, 2)

@@ -1,18 +1,18 @@
 """What of a notebook the autograder runs: the cells up to the last test, less the slow ones.
 
-Grading a notebook executes it from the top. Cells after the last test cannot change a score, so they
-are cut. Some cells before it cannot change one either but cost minutes: notebook 04's pre-training
-run sits before its last exercise, a judgement question on stored results. The instructor marks such
-a cell as a read-only nbgrader cell (``locked``, with a ``grade_id``) tagged ``skip-when-grading``;
-the grader drops the cells with those grade_ids from both copies before nbgrader runs them.
+Grading a notebook executes it from the top. Cells after the last test cannot change a score, so neither
+the student's process nor the grader's runs them (`minibert.course.check`). Some cells before it cannot
+change one either but cost minutes: notebook 04's pre-training run sits before its last exercise, a
+judgement question on stored results. The instructor marks such a cell as a read-only nbgrader cell
+(``locked``, with a ``grade_id``) tagged ``skip-when-grading``; both processes skip the cells with those
+grade_ids.
 
-Only the instructor's notebook says what is skipped, so a student cannot skip a test by tagging it:
-a submission is matched to the instructor's cells by grade_id, the same key nbgrader uses, and a
-test cell that did not run scores zero (`minibert.course.canary`). A later cell that needed what a
-skipped cell made may fail in grading; that costs nothing unless it is a test cell, and a test that
-needs the skipped work must not sit behind a skipped cell (`skipped_cells` refuses the markup).
+Only the instructor's notebook says what is skipped, so a student cannot skip a test by tagging it: a
+submission is matched to the instructor's cells by grade_id, the same key nbgrader uses, and every test runs
+in the grader's process whatever the submission says. A later cell that needed what a skipped cell made may
+fail in grading; that costs nothing unless it is a test cell, and a test that needs the skipped work must not
+sit behind a skipped cell (`skipped_cells` refuses the markup).
 """
-from pathlib import Path
 
 import nbformat
 
@@ -39,19 +39,3 @@ def skipped_cells(notebook) -> set[str]:
                               "one in Jupyter's nbgrader toolbar, or remove the tag")
         skipped.add(meta["grade_id"])
     return skipped
-
-
-def trim(notebook: Path, test_ids: set[str], skip_ids: set[str] = frozenset()) -> None:
-    """Cut ``notebook`` after the last cell whose grade_id is in ``test_ids`` (if it has any) and drop
-    the cells whose grade_id is in ``skip_ids``."""
-    if not notebook.exists():
-        return
-    nb = nbformat.read(notebook, as_version=4)
-
-    def grade_id(cell):
-        return cell.metadata.get("nbgrader", {}).get("grade_id")
-
-    positions = [i for i, cell in enumerate(nb.cells) if grade_id(cell) in test_ids]
-    cells = nb.cells[:max(positions) + 1] if positions else nb.cells
-    nb.cells = [cell for cell in cells if grade_id(cell) not in skip_ids or grade_id(cell) in test_ids]
-    nbformat.write(nb, notebook)

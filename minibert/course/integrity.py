@@ -10,7 +10,10 @@ would pass with ``from minibert.tokenizer import wordpiece``. Two guards close t
 - `forbidden_calls` makes the library's answer raise while the student's code runs: for what no
   reading can see (a method of an argument, ``getattr`` with a computed name, an alias in a dict).
 
-Both raise an ``AssertionError`` written for the student, which nbgrader shows as why points were lost.
+Run in a notebook, both raise an ``AssertionError`` written for the student. When grading, the student's code
+runs in a process of its own (`minibert.course.check`), and whether it used the library's answer is read
+there: an integrity note beside the score for the person grading, never a zero (that process is the
+student's, so what it reports is a hint, not a proof).
 """
 import builtins
 import dis
@@ -27,20 +30,33 @@ CHAINED = ("LOAD_ATTR", "LOAD_METHOD")  # attribute lookups (LOAD_METHOD before 
 _MISSING = object()
 
 
-def assert_by_hand(fn, forbidden, message=""):
-    """Fail if ``fn``, or a function or class of the notebook that it uses, refers to ``forbidden``.
+def uses(fn, forbidden) -> str | None:
+    """What of ``forbidden`` ``fn``, or a function or class of the notebook that it uses, refers to, or None.
 
     ``forbidden`` holds dotted names: a module or package (``"minibert.tokenizer"``, ``"transformers"``)
     forbids everything defined in it, a class its methods too, a function itself
     (``"torch.nn.functional.scaled_dot_product_attention"``); objects may be given as they are.
-    ``message`` is added to the error: what to do instead.
     """
     names = tuple(f for f in forbidden if isinstance(f, str))
     objects = {id(o): (o, name) for o, name in [(f, _full_name(f)) for f in forbidden if not isinstance(f, str)] +
                [(_find(n, importing=False)[2], n) for n in names] if o is not None}
     inner = inspect.unwrap(fn)  # the notebook's globals, also behind a decorator, a partial or a method
     namespace = getattr(getattr(inner, "__func__", getattr(inner, "func", inner)), "__globals__", {})
-    if found := _Checker(names, objects, namespace).visit(fn, None):
+    return _Checker(names, objects, namespace).visit(fn, None)
+
+
+def assert_by_hand(fn, forbidden, message=""):
+    """Fail if ``fn`` uses ``forbidden`` (`uses`); ``message`` is added to the error: what to do instead.
+
+    When grading, ``fn`` is the student's (a `minibert.course.remote.Remote`): what it uses is read in the
+    student's process and becomes an integrity note beside the score, never a zero."""
+    from .remote import Remote
+
+    if type(fn) is Remote:
+        if found := fn._uses([f for f in forbidden if isinstance(f, str)]):
+            fn._connection.notes.append(f"{found}, the library's answer to this exercise")
+        return
+    if found := uses(fn, forbidden):
         hint = f"\n{message}" if message else ""
         raise AssertionError(f"write it yourself: {found}, the library's answer to this exercise{hint}")
 
@@ -53,23 +69,63 @@ def forbidden_calls(*targets, message=""):
     The attribute is replaced where it is defined, and a plain Python function's code is swapped as
     well, so that an alias taken before the block (``from m import f as g``) refuses too. Everything
     is restored on leaving the block, also when it raises.
+
+    When grading, the student's code runs in another process: there, calls of ``targets`` made by the
+    student's functions called inside the block are noted (`recording_calls`), and nothing is refused.
     """
+    from . import remote
+
+    if remote.GRADING:
+        with remote.forbidding(targets):
+            yield
+        return
+    with _replaced(targets, lambda target, current: _refusal(target, message), swap_code=True):
+        yield
+
+
+@contextmanager
+def recording_calls(targets):
+    """Within the block, a call of any of ``targets`` still runs, and is noted: the list yielded collects
+    "called <name>, the library's answer" once per target (the student's side of `forbidden_calls`)."""
+    notes = []
+
+    def recorder(target, current):
+        def record(*args, **kwargs):
+            note = f"called {target}, the library's answer"
+            if note not in notes:
+                notes.append(note)
+            return current(*args, **kwargs)
+        return record
+
+    with _replaced([t for t in targets if isinstance(t, str)][:100], recorder, swap_code=False, strict=False):
+        yield notes
+
+
+def _refusal(target, message):
+    text = f"write it yourself: {target} is the library's answer" + (f"\n{message}" if message else "")
+    namespace = {}  # a refusal that needs no variable but builtins, so its code fits in any function
+    exec(f"def refuse(*args, **kwargs):\n    raise AssertionError({text!r})", namespace)
+    return namespace["refuse"]
+
+
+@contextmanager
+def _replaced(targets, replacement, swap_code: bool, strict: bool = True):
     undo = []  # undone in reverse, so that a target named twice still ends as it began
     try:
         for target in targets:
             owner, attribute, current = _find(target, importing=True)
             if owner is None:
-                raise ValueError(f"cannot find {target}")
-            text = f"write it yourself: {target} is the library's answer" + (f"\n{message}" if message else "")
-            namespace = {}  # a refusal that needs no variable but builtins, so its code fits in any function
-            exec(f"def refuse(*args, **kwargs):\n    raise AssertionError({text!r})", namespace)
+                if strict:
+                    raise ValueError(f"cannot find {target}")
+                continue
+            new = replacement(target, current)
             function = inspect.unwrap(getattr(current, "__func__", current))
-            if isinstance(function, FunctionType) and not function.__code__.co_freevars:
+            if swap_code and isinstance(function, FunctionType) and not function.__code__.co_freevars:
                 undo.append((setattr, function, "__code__", function.__code__))
-                function.__code__ = namespace["refuse"].__code__
+                function.__code__ = new.__code__
             original = vars(owner).get(attribute, _MISSING)
             undo.append((delattr, owner, attribute) if original is _MISSING else (setattr, owner, attribute, original))
-            setattr(owner, attribute, namespace["refuse"])
+            setattr(owner, attribute, new)
         yield
     finally:
         for action, *args in reversed(undo):

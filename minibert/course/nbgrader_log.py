@@ -1,7 +1,7 @@
 """What nbgrader's log says went wrong, in one line a grader can act on.
 
 nbgrader ends a failed run with a generic line ("... see the above traceback"); the cause is the
-exception line above it: a cell that timed out, a kernel that died or did not start, a student's error.
+exception line above it: the grader's check that could not run, a notebook nbgrader could not read.
 """
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ import re
 
 EXCEPTION = re.compile(r"\s*[\w.]+(Error|Exception): ")  # where a traceback ends: the exception and its message
 CAUSE = re.compile(r"^((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b.*)$")
-# The kernel, not the student: a second try may well succeed.
-KERNEL_TROUBLE = ("DeadKernelError", "Kernel died", "Kernel didn't respond", "kernel died", "Timeout waiting for")
 
 
 def without_stack_frames(log: list[str]) -> list[str]:
@@ -32,8 +30,3 @@ def cause(message: str) -> str:
     lines = [line.strip() for line in message.splitlines() if line.strip()]
     found = [line for line in lines if CAUSE.match(line) and "see the above traceback" not in line]
     return (found[-1] if found else lines[-1] if lines else "nbgrader gave no output")[:200]
-
-
-def kernel_trouble(message: str) -> bool:
-    """Did the run fail because the kernel died or did not start (worth one more try)?"""
-    return any(sign in message for sign in KERNEL_TROUBLE)

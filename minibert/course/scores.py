@@ -9,7 +9,8 @@ import nbformat
 class CellGrade:
     score: float
     max_score: float
-    error: str = ""  # the error the test cell raised: why points were lost
+    error: str = ""  # the check that failed and its message: why points were lost
+    notes: tuple[str, ...] = ()  # integrity notes for the person grading (the library's answer used?): never a score
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class Scores:
             for grade_id, cell in cells.items():
                 why = f"  ({cell.error})" if cell.error else ""
                 lines.append(f"{'  ' + grade_id:<{width}}  {cell.score:g} / {cell.max_score:g}{why}")
+                lines += [f"{'':<{width}}    note: {note}" for note in cell.notes]
         lines.append(f"{'total':<{width}}  {self.score:g} / {self.max_score:g}")
         return "\n".join(lines)
 

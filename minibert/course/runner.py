@@ -1,0 +1,302 @@
+"""The student's process: runs a submitted notebook's code, and answers the grader's questions as data.
+
+Started walled (`minibert.course.walls`) with two pipes: requests come in on one, answers and events go out
+on the other (`minibert.course.plain`). The first request carries the notebook's cells in order: code to run
+(the student's, and the instructor's cells as the submission holds them) and, where a test cell stood, a
+*stop*. At a stop the runner tells the grader and answers its questions until told to go on:
+
+    get NAME                 the value of a name in the notebook (plain data, or a handle)
+    getattr / getitem / len / iter / next / contains / isinstance / setattr   on a handle
+    call HANDLE ARGS         call it; arguments arrive pickled; random generators, and the model and optimizer
+                             of a training step, go back as the call left them (`minibert.course.remote`)
+    uses HANDLE NAMES        which of NAMES (the library's answers) the object's code refers to: a note
+    continue                 run on to the next stop
+
+No test code ever runs here, and nothing here is believed by the grader but as the student's answer: this
+process is the student's to change, so everything it sends is read as untrusted data.
+Each cell and each question runs under an alarm (`--timeout` seconds); the grader also watches the clock and
+ends the process if the alarm is caught.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import traceback
+
+from . import plain
+
+
+def new_shell():
+    """An IPython shell without a terminal or a kernel: magics work as in Jupyter (``%time``, ``%%capture``,
+    ``%matplotlib inline``, whose figures go nowhere: nobody looks at them while grading)."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    class Shell(InteractiveShell):
+        def enable_gui(self, gui=None):
+            pass
+
+    return Shell.instance(colors="NoColor")
+
+
+class Stopped(BaseException):
+    """The cell or call ran past its time: raised by the alarm."""
+
+
+def _alarm(signum, frame):
+    raise Stopped()
+
+
+class Runner:
+    def __init__(self, requests, answers, timeout: int):
+        self.requests, self.answers, self.timeout = requests, answers, timeout
+        self.handles = plain.HANDLES
+        self.graphs: dict[int, tuple] = {}  # differentiable results the grader may call backward on
+        from collections import OrderedDict
+        self.arguments: OrderedDict = OrderedDict()  # the calls' pickled arguments by digest (`remote.remember`)
+        self.ids: dict[int, int] = {}  # id(obj) -> handle, so one object keeps one handle
+        self.shell = new_shell()
+        self.namespace = self.shell.user_ns
+
+    # -- talking ------------------------------------------------------------------------------------------
+    def tell(self, header: dict, blobs=()) -> None:
+        plain.send(self.answers, header, list(blobs))
+
+    def handle_of(self, obj) -> dict:
+        key = id(obj)
+        if key not in self.ids:
+            self.ids[key] = len(self.handles) + 1
+            self.handles[self.ids[key]] = obj
+        kind = type(obj)
+        name = getattr(obj, "__qualname__", None) if callable(obj) else None
+        return {"t": "handle", "id": self.ids[key], "type": f"{kind.__module__}.{kind.__qualname__}",
+                "name": name if isinstance(name, str) else None}
+
+    def value(self, obj) -> tuple[dict, list[bytes]]:
+        blobs: list[bytes] = []
+        return plain.encode(obj, blobs, self.handle_of), blobs
+
+    def _unpickle(self, blob: bytes):
+        import pickle
+
+        return pickle.loads(blob)
+
+    # -- running the notebook -----------------------------------------------------------------------------
+    def timed(self, fn, *args):
+        signal.setitimer(signal.ITIMER_REAL, self.timeout)
+        try:
+            return fn(*args)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+
+    def run_cell(self, index: int, source: str) -> None:
+        self.tell({"event": "cell", "index": index})
+        try:
+            result = self.timed(lambda: self.shell.run_cell(source, store_history=True))
+            error = result.error_before_exec or result.error_in_exec
+            if isinstance(error, Stopped):
+                raise error
+            if error is not None:
+                self.tell({"event": "cell-error", "index": index,
+                           "error": f"{type(error).__name__}: {error}"[:500]})
+        except Stopped:
+            self.tell({"event": "cell-timeout", "index": index})
+
+    def serve(self, grade_id: str) -> None:
+        self.tell({"event": "stop", "grade_id": grade_id})
+        while True:
+            header, blobs = plain.receive(self.requests)
+            if header.get("op") == "continue":
+                return
+            try:
+                answer, out_blobs = self.timed(self.answer, header, blobs)
+            except Stopped:
+                answer, out_blobs = {"timeout": True}, []
+            except BaseException as e:  # the student's code raised: the grader learns its type and message
+                answer, out_blobs = {"error": {"type": type(e).__name__, "message": str(e)[:2000],
+                                               "builtin": type(e).__module__ == "builtins"}}, []
+            self.tell(answer, out_blobs)
+
+    def answer(self, request: dict, blobs: list[bytes]) -> tuple[dict, list[bytes]]:
+        op = request.get("op")
+        if op == "get":
+            if request["name"] not in self.namespace:
+                return {"missing": True}, []
+            value, out = self.value(self.namespace[request["name"]])
+            return {"value": value}, out
+        if op == "backward":  # the grader's backward through a result of ours: gradients of its arguments
+            result, inputs = self.graphs.pop(request["graph"])
+            result.backward(self._unpickle(blobs[0]))
+            encoded, out = self.value([t.grad for t in inputs])
+            return {"value": encoded}, out
+        target = self.handles[request["handle"]]
+        if op == "call":
+            from .remote import remember
+            remember(self.arguments, request["arguments"], blobs[0] if request.get("sent") else None)
+            args, kwargs = self._unpickle(self.arguments[request["arguments"]])
+            if "generators" in request:
+                use_global_generators(self._unpickle(blobs[request["generators"]]))
+            before = _versions(args, kwargs)
+            from .integrity import recording_calls
+            with recording_calls(request.get("forbidden") or ()) as notes:
+                result = target(*args, **kwargs)
+            value, out = self.value(result)
+            changed = _changed(args, kwargs, before)
+            back, back_blobs = self.value(changed)
+            # the changed arguments' blobs follow the result's: renumber them
+            back = _shift(back, len(out))
+            answer = {"value": value, "back": back, "notes": notes}
+            if getattr(result, "requires_grad", False) and type(result).__module__.startswith("torch"):
+                # a differentiable result: its graph stays here, for the grader's backward (`remote.Bridge`)
+                self.graphs[id(result)] = (result, [v for _, v in _arguments(args, kwargs)
+                                                    if getattr(v, "requires_grad", False)])
+                answer["graph"] = id(result)
+            return answer, out + back_blobs
+        if op == "getattr":
+            value = getattr(target, request["name"])
+        elif op == "setattr":
+            setattr(target, request["name"], self._unpickle(blobs[0]))
+            value = None
+        elif op == "getitem":
+            value = target[self._unpickle(blobs[0])]
+        elif op == "len":
+            value = len(target)
+        elif op == "iter":
+            value = iter(target)
+        elif op == "next":
+            try:
+                value = next(target)
+            except StopIteration:
+                return {"stop": True}, []
+        elif op == "contains":
+            value = self._unpickle(blobs[0]) in target
+        elif op == "isinstance":
+            value = isinstance(target, self.handles[request["of"]])
+        elif op == "uses":
+            from .integrity import uses
+            value = uses(target, request["names"])
+        else:
+            raise ValueError(f"unknown request {op!r}")
+        if type(value) is bool or op in ("len",):
+            value = bool(value) if type(value) is bool else int(value)
+        encoded, out = self.value(value)
+        return {"value": encoded}, out
+
+
+def _arguments(args, kwargs):
+    """A call's arguments by position or keyword."""
+    return list(enumerate(args)) + list(kwargs.items())
+
+
+def _versions(args, kwargs) -> dict:
+    """A fingerprint of every tensor each argument holds: in-place changes bump a tensor's version."""
+    return {key: _state_versions(value) for key, value in _arguments(args, kwargs)}
+
+
+def _state_versions(value):
+    """A fingerprint of what a call could change in place that the grader takes back (`_changed`): a random
+    generator's state, a model's tensors (a tensor's version counts its in-place changes), an optimizer's state;
+    None for anything else."""
+    if (state := _generator_state(value)) is not None:
+        return (repr(state),)
+    torch = sys.modules.get("torch")
+    if torch is None:  # the student's code never imported torch: no argument holds a tensor of its
+        return None
+    if isinstance(value, torch.nn.Module):
+        return tuple((t._version, t.grad._version if t.grad is not None else -1, id(t.grad))
+                     for t in [*value.parameters(), *value.buffers()])
+    if isinstance(value, torch.optim.Optimizer):
+        return tuple((id(s), *(t._version for t in s.values() if isinstance(t, torch.Tensor)))
+                     for s in value.state.values()) + tuple(g["lr"] for g in value.param_groups)
+    return None
+
+
+def _generator_state(value):
+    """The state of a random generator the grader passed (Python's, numpy's or torch's), as plain data; None
+    for anything else. A test that hands its generator to the student's function sees it advance."""
+    import random
+
+    np, torch = sys.modules.get("numpy"), sys.modules.get("torch")
+    if isinstance(value, random.Random):
+        return value.getstate()
+    if np is not None and isinstance(value, np.random.Generator):
+        return value.bit_generator.state
+    if np is not None and isinstance(value, np.random.RandomState):
+        return value.get_state(legacy=False)
+    if torch is not None and isinstance(value, torch.Generator):
+        return value.get_state()
+    return None
+
+
+def use_global_generators(states) -> None:
+    """Start the call from the grader's global random states (Python's, numpy's, torch's CPU generator), as
+    if it ran in the grader's process: dropout masks or an initialisation drawn after the test's
+    ``torch.manual_seed`` are the ones the test expects. They are not sent back."""
+    import random
+
+    python, numpy_state, torch_state = states
+    random.setstate(python)
+    if numpy_state is not None:
+        import numpy as np
+        np.random.set_state(numpy_state)
+    if torch_state is not None:
+        import torch
+        torch.set_rng_state(torch_state)
+
+
+def _changed(args, kwargs, before: dict) -> dict:
+    """{position or keyword: new state} of each argument the call changed that the grader takes back
+    (`minibert.course.remote._copy_back`): random generators, and the model and optimizer of a training step."""
+    torch = sys.modules.get("torch")
+    training = torch is not None and any(isinstance(v, torch.optim.Optimizer) for _, v in _arguments(args, kwargs))
+    changed = {}
+    for key, value in _arguments(args, kwargs):
+        if before.get(key) is None or _state_versions(value) == before[key]:
+            continue
+        if (generator := _generator_state(value)) is not None:
+            changed[str(key)] = {"generator": generator}
+        elif training and isinstance(value, torch.nn.Module):
+            changed[str(key)] = {"state": dict(value.state_dict()),
+                                 "grads": {n: p.grad for n, p in value.named_parameters() if p.grad is not None}}
+        elif training and isinstance(value, torch.optim.Optimizer):
+            changed[str(key)] = {"optimizer": value.state_dict()}
+    return changed
+
+
+def _shift(encoded, by: int):
+    """The encoded value with its blob numbers raised by ``by``."""
+    if isinstance(encoded, dict):
+        return {k: (v + by if k == "i" and type(v) is int else _shift(v, by)) for k, v in encoded.items()}
+    if isinstance(encoded, list):
+        return [_shift(v, by) for v in encoded]
+    return encoded
+
+
+def main() -> int:
+    requests = os.fdopen(int(os.environ.pop("MINIBERT_REQUESTS_FD")), "rb", buffering=0)
+    answers = os.fdopen(int(os.environ.pop("MINIBERT_ANSWERS_FD")), "wb", buffering=1 << 20)
+    signal.signal(signal.SIGALRM, _alarm)
+    start, blobs = plain.receive(requests)
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    for path, blob in zip(start.get("files", []), blobs):  # the submission's other files, into this folder
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        with open(path, "xb") as f:
+            f.write(blob)
+    runner = Runner(requests, answers, int(start["timeout"]))
+    for index, cell in enumerate(start["cells"]):
+        if cell.get("stop"):
+            runner.serve(cell["stop"])
+        elif index not in start.get("skip", ()):
+            runner.run_cell(index, cell["source"])
+    runner.tell({"event": "end"})
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except EOFError:  # the grader went away
+        sys.exit(0)
+    except BaseException:
+        traceback.print_exc()
+        sys.exit(1)
