@@ -112,6 +112,13 @@ HOSTILE = {  # a wrong (overflowing) softmax and a way past the old grader: each
 }
 
 
+RIGHT_WITH_A_HACK = {  # the same roads with a right answer: nothing they do reaches the tests, so full marks
+    "patches_allclose": STABLE_SOFTMAX + "\nnp.allclose = np.isclose = lambda *args, **kwargs: False",
+    "input_transformer": STABLE_SOFTMAX + "\nget_ipython().input_transformers_cleanup.append(\n"
+                         "    lambda lines: [l for l in lines if 'assert' not in l])",
+}
+
+
 def notebook(release: Path, answer, scores=SCORES) -> nbformat.NotebookNode:
     kind, answer = answer if isinstance(answer, tuple) else ("code", answer)
     nb = nbformat.read(release / "01_demo.ipynb", as_version=4)
@@ -134,13 +141,13 @@ def test_a_class_of_thirty_grades_as_it_should_into_one_gradebook(demo_release, 
 
     class_dir = tmp_path / "class"
     expected, messages = {}, {}
-    for group, answers in (("honest", HONEST), ("wrong", WRONG), ("hostile", HOSTILE)):
+    for group, answers in (("honest", HONEST), ("wrong", WRONG), ("hostile", HOSTILE), ("right", RIGHT_WITH_A_HACK)):
         for name, answer in answers.items():
             answer, message = answer if group == "wrong" else (answer, "")
             student = class_dir / f"{group}-{name}".replace("_", "-")
             student.mkdir(parents=True)
             nbformat.write(notebook(demo_release, answer), student / "01_demo.ipynb")
-            expected[student.name] = RIGHT if group == "honest" else WRONG_SOFTMAX
+            expected[student.name] = RIGHT if group in ("honest", "right") else WRONG_SOFTMAX
             messages[student.name] = message
     # a submission that would have crashed the grader: folders 1,100 deep, a named pipe, a link out
     deep = class_dir / "wrong-deep-folders"

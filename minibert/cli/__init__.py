@@ -12,6 +12,7 @@
     minibert experiment glue --runs DIR --out FILE  the paper's fine-tuning table (Tables 1, 3) for MiniLM (notebook 08)
     minibert release [--out release]            student versions of the notebooks (nbgrader) and their zip
     minibert autograde SUBMISSION_DIR           grade a folder of filled-in notebooks
+    minibert autograde-class CLASS_DIR [--course DIR]  grade one folder per student into an nbgrader gradebook
     minibert slides [NOTEBOOKS...] [--out DIR]  reveal.js slides of the notebooks, offline (default: slides/)
     minibert slides annotate NOTEBOOKS...       write slide metadata into the cells not annotated before
 """
@@ -57,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
             with locked_file(given["out"], f"minibert experiment {rest[0]}"):
                 return experiment(given, command_line)
         return _run(locked_experiment, None, "run the same command again to go on (finished runs are kept)")
-    if command in ("release", "autograde"):
+    if command in ("release", "autograde", "autograde-class"):
         from ..course.grading import main as run
         return run([command, *rest]) or 0
     if command == "slides":
