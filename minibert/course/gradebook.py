@@ -163,8 +163,8 @@ def run_nbgrader(course: Path, command: str, *options: str, private: bool = Fals
 
     env = {**os.environ, "PATH": prepend("PATH", Path(sys.executable).parent)}  # the gradebook shells out to `alembic`
     args = [sys.executable, "-m", "nbgrader", command, ASSIGNMENT, f"--CourseDirectory.root={course}", *options]
-    # The log goes to a file, not a pipe: a process the student's code left running (it inherits the kernel's
-    # output) would hold a pipe open, and reading to its end would wait for that process, forever.
+    # The log goes to a file, not a pipe: a process that outlived nbgrader and still held the pipe open would
+    # make reading to its end wait forever.
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as output:
         result = subprocess.Popen(args, cwd=course, env=env, stdout=output, stderr=subprocess.STDOUT,
                                   umask=0o077 if private else -1)
