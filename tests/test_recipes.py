@@ -18,6 +18,14 @@ pytestmark = pytest.mark.skipif(not os.environ.get("MINIBERT_DATA_MIRROR") and n
                                 reason="needs the data mirror (MINIBERT_DATA_MIRROR)")
 
 
+def tiny_base(folder, tokenizer) -> None:
+    """A one-layer BERT with the course tokenizer in ``folder``: something to fine-tune in seconds."""
+    config = minibert.BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=1,
+                                 num_attention_heads=2, intermediate_size=64, max_position_embeddings=128)
+    minibert.BertModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+
+
 @pytest.fixture(scope="module")
 def eval_text(tmp_path_factory):
     folder = tmp_path_factory.mktemp("eval")
@@ -234,10 +242,7 @@ def test_the_same_pretrain_command_twice_gives_the_same_weights(tmp_path):
 def test_finetune_seed_seeds_the_new_head(tmp_path, tokenizer):
     from minibert.recipes.finetune import finetune
     torch.set_num_threads(1)
-    config = minibert.BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=1,
-                                 num_attention_heads=2, intermediate_size=64, max_position_embeddings=128)
-    minibert.BertModel(config).save_pretrained(tmp_path / "base")
-    tokenizer.save_pretrained(tmp_path / "base")
+    tiny_base(tmp_path / "base", tokenizer)
     heads = []
     for name, seed in [("a", 0), ("b", 0), ("c", 3)]:
         torch.rand(5)  # disturb the global generator between runs
@@ -431,10 +436,7 @@ def test_a_full_disk_while_saving_a_checkpoint_keeps_the_previous_one_and_says_s
 def test_a_full_disk_while_writing_a_fine_tuned_model_leaves_no_partial_file(tmp_path, tokenizer, capsys, monkeypatch):
     import minibert.hub as hub
     torch.set_num_threads(1)
-    config = minibert.BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=1,
-                                 num_attention_heads=2, intermediate_size=64, max_position_embeddings=128)
-    minibert.BertModel(config).save_pretrained(tmp_path / "base")
-    tokenizer.save_pretrained(tmp_path / "base")
+    tiny_base(tmp_path / "base", tokenizer)
     out = tmp_path / "sst2"
     argv = ["finetune", "sst2", "--model", str(tmp_path / "base"), "--out", str(out), "--steps", "1",
             "--train-examples", "16", "--eval-examples", "8", "--batch-size", "8", "--device", "cpu"]
@@ -537,10 +539,7 @@ def test_a_fine_tuned_model_s_card_is_scored_on_a_bounded_sample_and_its_run_on_
     from minibert.recipes.finetune import finetune
     from minibert.recipes.model_card import CARD_EXAMPLES
     torch.set_num_threads(1)
-    config = minibert.BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=1,
-                                 num_attention_heads=2, intermediate_size=64, max_position_embeddings=128)
-    minibert.BertModel(config).save_pretrained(tmp_path / "base")
-    tokenizer.save_pretrained(tmp_path / "base")
+    tiny_base(tmp_path / "base", tokenizer)
     results = finetune(FinetuneSettings(task="sst2", model=str(tmp_path / "base"), out=str(tmp_path / "run"), steps=2,
                                         train_examples=32, batch_size=16, device="cpu"))
     assert "872" in results["data"]["eval"]  # the run: all of dev
