@@ -200,7 +200,7 @@ def test_a_release_never_carries_a_saved_capstone(tmp_path):
     """Notebook 03 run by the instructor saves the solution as my_bert.py: the student release leaves it out."""
     import shutil
 
-    from minibert.course import grading
+    from minibert import grading
 
     source = tmp_path / "source"
     shutil.copytree(Path(__file__).parent / "fixtures" / "grading", source)

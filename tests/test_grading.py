@@ -23,11 +23,12 @@ import nbformat
 import pytest
 import system_programs
 
-from minibert.course import gradebook, graded_run, grading, walls
+from minibert import grading
+from minibert.grading import gradebook, intake, walls
 
 FIXTURE = Path(__file__).parent / "fixtures" / "grading"
 COURSE = Path(__file__).resolve().parents[1] / "notebooks"
-COURSE_GRADED = sorted(p.stem for p in COURSE.glob("*.ipynb") if grading.graded_cells(p))
+COURSE_GRADED = sorted(p.stem for p in COURSE.glob("*.ipynb") if grading.test_points(p))
 
 STABLE_SOFTMAX = "def softmax(x):\n    z = np.exp(x - x.max(axis=-1, keepdims=True))\n    return z / z.sum(axis=-1, keepdims=True)"
 NAIVE_SOFTMAX = "def softmax(x):\n    return np.exp(x) / np.exp(x).sum(axis=-1, keepdims=True)"  # overflows at 1000
@@ -81,6 +82,15 @@ def bubblewrap_installed():
             warnings.warn(f"grading tests run without bubblewrap: {why_not}", stacklevel=2)
 
 
+def exercises(notebook) -> list[tuple[str, str, float]]:
+    """(solution grade_id, test grade_id, points) of each solution cell directly followed by a
+    graded test cell: the course's exercise convention."""
+    cells = [c for c in nbformat.read(notebook, as_version=4).cells if c.cell_type == "code"]
+    meta = [c.metadata.get("nbgrader", {}) for c in cells]
+    return [(m["grade_id"], n["grade_id"], n["points"]) for m, n in zip(meta, meta[1:])
+            if m.get("solution") and n.get("grade") and not n.get("solution") and n.get("points", 0) > 0]
+
+
 def marks(scores: grading.Scores) -> dict[str, tuple[float, float]]:
     return {grade_id: (cell.score, cell.max_score) for grade_id, cell in scores.notebooks["01_demo"].items()}
 
@@ -88,7 +98,7 @@ def marks(scores: grading.Scores) -> dict[str, tuple[float, float]]:
 # --- the machinery, on the fixture course ---------------------------------------------------
 
 def test_exercises_pair_each_solution_with_its_tests():
-    assert grading.exercises(FIXTURE / "01_demo.ipynb") == [
+    assert exercises(FIXTURE / "01_demo.ipynb") == [
         ("softmax", "softmax_tests", 2), ("attention_scores", "attention_scores_tests", 3)]
 
 
@@ -199,7 +209,7 @@ def test_student_code_cannot_reach_hidden_tests_or_the_gradebook(grader_account,
 
 
 LEAVES_A_PROCESS = """import os, subprocess, sys
-from minibert.course.walls import SUBMISSION_IDS
+from minibert.grading.walls import SUBMISSION_IDS
 assert os.getuid() in SUBMISSION_IDS and os.getgid() == os.getuid() and not os.getgroups(), "an identity of its own"
 import resource
 memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -255,6 +265,29 @@ def _read(path: Path) -> bytes:
         return b""
 
 
+def test_an_input_changed_in_place_is_noted_beside_the_points(tmp_path):
+    """The student's function works on a copy of the test's tensor, so a test's "must not change its input in
+    place" check cannot see a change; the student's process reports it, as a note for the person grading."""
+    source = tmp_path / "source"
+    source.mkdir()
+    nb = nbformat.read(FIXTURE / "01_demo.ipynb", as_version=4)
+    for cell in nb.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id == "softmax":
+            cell.source = "def softmax(x):\n    ### BEGIN SOLUTION\n    return x.softmax(-1)\n    ### END SOLUTION"
+        elif grade_id == "softmax_tests":
+            cell.source = ("import torch\nx = torch.tensor([[1.0, 2.0, 3.0]])\nbefore = x.clone()\n"
+                           "assert torch.allclose(softmax(x), before.softmax(-1))\n"
+                           "assert torch.equal(x, before), 'softmax must not change its input in place'")
+    nbformat.write(nb, source / "01_demo.ipynb")
+    release = grading.release(source, tmp_path / "release")
+    in_place = "def softmax(x):\n    x -= x.max(-1, keepdim=True).values\n    x.exp_()\n    return x / x.sum(-1, keepdim=True)"
+    for answer, notes in [(in_place, ["softmax changed its argument 0 in place"]), ("import torch\nsoftmax = lambda x: x.softmax(-1)", [])]:
+        cell = grading.autograde(submit(release, tmp_path / f"s{len(notes)}", softmax=answer),
+                                 source=source).notebooks["01_demo"]["softmax_tests"]
+        assert (cell.score, list(cell.notes)) == (2, notes), cell
+
+
 def test_links_in_a_submission_are_not_followed(demo_release, tmp_path):
     """A link to a file the student may not read (here the instructor notebook with its hidden tests) would
     otherwise be copied in by the grader, as its target, for the student's code to read."""
@@ -274,8 +307,9 @@ def test_a_submission_is_data_only_regular_files_are_taken(demo_release, tmp_pat
     secret.write_text("the grader's")
     os.link(secret, submission / "notes.txt")
     (submission / "data.txt").write_text("mine")
-    assert gradebook.not_plain_files(submission, ["pipe", "notes.txt", "data.txt", "01_demo.ipynb"]) == \
-        {"pipe", "notes.txt"}
+    assert [name for name in ("pipe", "notes.txt", "data.txt", "01_demo.ipynb")
+            if not intake.is_plain_file(submission / name)] == ["pipe", "notes.txt"]
+    assert [f["path"] for f in intake.submitted_files(submission)] == ["data.txt"]
     fifo_notebook = tmp_path / "fifo"
     fifo_notebook.mkdir()
     os.mkfifo(fifo_notebook / "01_demo.ipynb")
@@ -335,7 +369,7 @@ def read_only_cell(grade_id: str, source: str, tagged=True) -> nbformat.Notebook
     cell.metadata["nbgrader"] = {"grade": False, "solution": False, "locked": True, "grade_id": grade_id,
                                  "schema_version": 3}
     if tagged:
-        cell.metadata["tags"] = [graded_run.SKIP_TAG]
+        cell.metadata["tags"] = [gradebook.SKIP_TAG]
     return cell
 
 
@@ -355,7 +389,7 @@ def test_grading_skips_the_cells_the_instructor_marks_and_only_those(tmp_path):
     assert marks(run)["attention_scores_tests"] == (0, 3), "the student's tag was obeyed"
 
     def skip_a_test(cells):
-        cells[7].metadata["tags"] = [graded_run.SKIP_TAG]
+        cells[7].metadata["tags"] = [gradebook.SKIP_TAG]
     with pytest.raises(grading.GradingError, match=r"01_demo.ipynb, cell 7: a cell tagged 'skip-when-grading'"):
         grading.autograde(FIXTURE, source=broken_copy(tmp_path / "test_skipped", skip_a_test))
 
@@ -513,7 +547,7 @@ def test_run_all_on_the_student_release_goes_past_unsolved_exercises(tmp_path_fa
 def test_course_notebook_has_two_exercises(prefix):
     found = sorted(COURSE.glob(f"{prefix}_*.ipynb"))
     assert found, f"notebooks/{prefix}_*.ipynb does not exist"
-    assert len(grading.exercises(found[0])) >= 2, f"{found[0].name}: fewer than two graded exercises"
+    assert len(exercises(found[0])) >= 2, f"{found[0].name}: fewer than two graded exercises"
 
 
 # --- the exercises done by hand: integrity notes ------------------------------------------------
@@ -531,7 +565,7 @@ def test_course_hidden_tests_forbid_the_libraries_answer(notebook):
     """Every function or class a solution cell defines is checked with assert_by_hand, and called under
     forbidden_calls, in its exercise's hidden tests (a judgement question, whose answers are values, has none)."""
     cells = cell_sources(COURSE / f"{notebook}.ipynb")
-    for solution, tests, _ in grading.exercises(COURSE / f"{notebook}.ipynb"):
+    for solution, tests, _ in exercises(COURSE / f"{notebook}.ipynb"):
         hidden = cells[tests].partition("### BEGIN HIDDEN TESTS")[2].partition("### END HIDDEN TESTS")[0]
         defined = {node.name for node in ast.parse(cells[solution]).body
                    if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
@@ -595,7 +629,7 @@ def test_one_broken_notebook_costs_only_its_own_points_and_says_why(tmp_path, de
         nbformat.write(nb, path)
 
     cases = {"invalid JSON": (lambda p: p.write_text('{"cells": [', encoding="utf-8"), "is not a readable notebook"),
-             "duplicated cell": (duplicated_test_cell, "nbgrader could not grade 02_demo.ipynb"),
+             "duplicated cell": (duplicated_test_cell, "02_demo.ipynb: its grading cells are damaged"),
              "stripped metadata": (without_test_metadata, "not in the submitted notebook")}
     for label, (damage, reason) in cases.items():
         scores = grading.autograde(submission(label.replace(" ", "_"), damage), source=source, timeout=60)
@@ -614,7 +648,7 @@ def test_one_broken_notebook_costs_only_its_own_points_and_says_why(tmp_path, de
 
 
 def test_a_failed_grading_reports_its_cause_not_nbgraders_summary():
-    from minibert.course.nbgrader_log import cause, without_stack_frames
+    from minibert.grading.gradebook import cause, without_stack_frames
 
     log = without_stack_frames([
         "[AutogradeApp | INFO] Converting notebook submitted/student/notebooks/07_sst2.ipynb",

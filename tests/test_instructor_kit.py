@@ -18,8 +18,8 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from minibert import cli
-from minibert.course import grading, release_zip, slides
+from minibert import cli, grading
+from minibert.course import release_zip, slides
 
 ROOT = Path(__file__).resolve().parents[1]
 COURSE = sorted((ROOT / "notebooks").glob("[0-9][0-9]*_*.ipynb"))

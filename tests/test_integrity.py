@@ -7,8 +7,9 @@ import torch
 import torch.nn.functional as F
 
 import minibert.attention
+import minibert.model
 import minibert.tokenizer
-from minibert.course.integrity import assert_by_hand, forbidden_calls
+from minibert.course.integrity import assert_by_hand, assert_own_modules, forbidden_calls
 
 TOKENIZERS = ("minibert.tokenizer", "tokenizers", "transformers")
 ATTENTION = ("minibert.attention", "torch.nn.functional.scaled_dot_product_attention", "torch.nn.MultiheadAttention")
@@ -174,3 +175,18 @@ def test_forbidden_calls_report_a_name_that_does_not_exist():
     with pytest.raises(ValueError, match="cannot find minibert.tokenizer.no_such_function"):
         with forbidden_calls("minibert.tokenizer.no_such_function"):
             pass
+
+
+def test_a_model_of_ones_own_holds_only_torchs_modules_and_the_notebooks():
+    """Notebook 03's MyBert: nn.Embedding, nn.Linear, nn.LayerNorm and the notebook's own classes pass; the
+    library's BertLayer inside it fails, named."""
+    notebook = {"__name__": "__main__", "nn": torch.nn, "minibert": minibert}  # a class as a notebook defines it
+    exec("class Block(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+         "        self.norm = nn.LayerNorm(4)\n\n"
+         "class Mine(nn.Module):\n    def __init__(self, borrowed=None):\n        super().__init__()\n"
+         "        self.blocks = nn.ModuleList([Block(), nn.Linear(4, 4)] + ([borrowed] if borrowed else []))\n",
+         notebook)
+    assert_own_modules(notebook["Mine"]())
+    layer = minibert.model.BertLayer(minibert.config.BertConfig(hidden_size=8, num_attention_heads=2, intermediate_size=16))
+    with pytest.raises(AssertionError, match="(?s)Mine holds minibert.model.BertLayer.*wire it yourself"):
+        assert_own_modules(notebook["Mine"](layer), message="wire it yourself")

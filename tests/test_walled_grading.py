@@ -17,8 +17,8 @@ import nbformat
 import pytest
 from test_grading import FIXTURE, NAIVE_SOFTMAX, STABLE_SOFTMAX, bubblewrap_installed, demo_release, grader_account
 
-from minibert.course import grading
-from minibert.course.class_grading import autograde_class, summary
+from minibert import grading
+from minibert.grading import autograde_class, summary
 
 __all__ = ["bubblewrap_installed", "demo_release", "grader_account"]  # fixtures shared with test_grading
 
@@ -295,12 +295,12 @@ def test_what_the_students_python_needs_is_seen_wherever_it_is(grader_account, t
     assert scores.score == 5, scores.table()
 
 
-# --- what crosses back is plain data (minibert.course.plain, minibert.course.remote) ----------------------
+# --- what crosses back is plain data (minibert.grading.plain, minibert.grading.remote) ----------------------
 
 def _round_trip(value):
     import numpy as np
 
-    from minibert.course import plain
+    from minibert.grading import plain
 
     blobs, handles = [], []
 
@@ -343,7 +343,7 @@ def test_plain_data_comes_back_as_itself_and_nothing_else_crosses():
 
 
 def test_what_is_not_plain_data_is_refused_when_read():
-    from minibert.course import plain
+    from minibert.grading import plain
 
     for forged in [{"t": "pickle", "v": "gASV"}, {"t": "v", "v": [1]}, {"t": "tensor", "i": 0}, {"t": "dict", "k": [],
                    "v": [{"t": "v", "v": 1}]}, {"t": "float", "v": "1e999"}, "just a string", {"t": "bigint", "v": "1x"}]:
@@ -357,7 +357,7 @@ def test_what_is_not_plain_data_is_refused_when_read():
 
 
 def test_a_proxy_of_a_students_object_equals_only_itself_and_has_no_truth():
-    from minibert.course.remote import Remote
+    from minibert.grading.remote import Remote
 
     proxy, other = Remote(None, 1, "x.Always", ""), Remote(None, 2, "x.Always", "")
     assert proxy == proxy and proxy != other and proxy != 1 and not (proxy == "anything")

@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
                 return experiment(given, command_line)
         return _run(locked_experiment, None, "run the same command again to go on (finished runs are kept)")
     if command in ("release", "autograde", "autograde-class"):
-        from ..course.grading import main as run
+        from ..grading import main as run
         return run([command, *rest]) or 0
     if command == "slides":
         from ..course.slides import main as run

@@ -1,1 +1,2 @@
-"""Course tools: grading (nbgrader), slides (reveal.js) and the student release zip."""
+"""Course tools: slides (reveal.js), the student release zip, the capstone's loader and the exercises' integrity
+guards. The grader is `minibert.grading`."""

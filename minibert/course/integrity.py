@@ -11,11 +11,12 @@ would pass with ``from minibert.tokenizer import wordpiece``. Two guards close t
   reading can see (a method of an argument, ``getattr`` with a computed name, an alias in a dict).
 
 Run in a notebook, both raise an ``AssertionError`` written for the student. When grading, the student's code
-runs in a process of its own (`minibert.course.check`), and whether it used the library's answer is read
+runs in a process of its own (`minibert.grading.check`), and whether it used the library's answer is read
 there: an integrity note beside the score for the person grading, never a zero (that process is the
 student's, so what it reports is a hint, not a proof).
 """
 import builtins
+import contextvars
 import dis
 import importlib
 import inspect
@@ -28,6 +29,8 @@ from types import CodeType, FunctionType, MethodType, ModuleType
 DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")  # a string constant that may name a module
 CHAINED = ("LOAD_ATTR", "LOAD_METHOD")  # attribute lookups (LOAD_METHOD before Python 3.12)
 _MISSING = object()
+GRADING = False  # set by the grader's process (`minibert.grading.check`): the student's code runs elsewhere
+FORBIDDEN: contextvars.ContextVar[tuple] = contextvars.ContextVar("forbidden", default=())  # noted while grading
 
 
 def uses(fn, forbidden) -> str | None:
@@ -48,17 +51,43 @@ def uses(fn, forbidden) -> str | None:
 def assert_by_hand(fn, forbidden, message=""):
     """Fail if ``fn`` uses ``forbidden`` (`uses`); ``message`` is added to the error: what to do instead.
 
-    When grading, ``fn`` is the student's (a `minibert.course.remote.Remote`): what it uses is read in the
+    When grading, ``fn`` is the student's (a `minibert.grading.remote.Remote`): what it uses is read in the
     student's process and becomes an integrity note beside the score, never a zero."""
-    from .remote import Remote
-
-    if type(fn) is Remote:
-        if found := fn._uses([f for f in forbidden if isinstance(f, str)]):
-            fn._connection.notes.append(f"{found}, the library's answer to this exercise")
+    if _graded(fn):
+        if found := type(fn)._uses(fn, [f for f in forbidden if isinstance(f, str)]):
+            _note(fn, f"{found}, the library's answer to this exercise")
         return
     if found := uses(fn, forbidden):
         hint = f"\n{message}" if message else ""
         raise AssertionError(f"write it yourself: {found}, the library's answer to this exercise{hint}")
+
+
+def assert_own_modules(model, message=""):
+    """Fail if ``model`` holds a module that is neither torch's own (``torch.nn``) nor one of the notebook's: the
+    library's BertLayer inside "your" BERT. When grading, the student's process names the types, and what it
+    names is an integrity note beside the score."""
+    foreign = [n for n in map(_type_name, model.modules()) if not n.startswith(("torch.nn.", "__main__."))]
+    if not foreign:
+        return
+    found = f"{_type_name(model).rsplit('.', 1)[-1]} holds {foreign[0]}, not a module of torch's or of yours"
+    if _graded(model):
+        _note(model, found)
+    else:
+        raise AssertionError(f"write it yourself: {found}" + (f"\n{message}" if message else ""))
+
+
+def _graded(obj) -> bool:
+    """Whether ``obj`` is a student's object seen from the grader's process (a `minibert.grading.remote.Remote`)."""
+    return GRADING and hasattr(type(obj), "_uses")
+
+
+def _note(proxy, text: str) -> None:
+    proxy._connection.notes.append(text[:300])  # an integrity note beside this test's score
+
+
+def _type_name(obj) -> str:
+    """``module.qualname`` of an object's class; of a student's object while grading, as its process names it."""
+    return obj._type if _graded(obj) else f"{type(obj).__module__}.{type(obj).__qualname__}"
 
 
 @contextmanager
@@ -73,11 +102,12 @@ def forbidden_calls(*targets, message=""):
     When grading, the student's code runs in another process: there, calls of ``targets`` made by the
     student's functions called inside the block are noted (`recording_calls`), and nothing is refused.
     """
-    from . import remote
-
-    if remote.GRADING:
-        with remote.forbidding(targets):
+    if GRADING:
+        token = FORBIDDEN.set(FORBIDDEN.get() + tuple(targets))
+        try:
             yield
+        finally:
+            FORBIDDEN.reset(token)
         return
     with _replaced(targets, lambda target, current: _refusal(target, message), swap_code=True):
         yield

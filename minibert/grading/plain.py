@@ -1,17 +1,9 @@
-"""What crosses from a student's process to the grader: plain data, framed on a pipe.
+"""Step 3, hand back data (the wire): what crosses from a student's process to the grader is plain data.
 
-The student's process (`minibert.course.runner`) answers the grader's questions ("what is ``softmax``?",
-"call it on this array") with values. Whatever code produced them, the grader only ever reads them as
-data: JSON for numbers, strings, lists and dicts, safetensors for arrays and tensors, both parsed by
-loaders that build nothing but those types. An object that is not plain data (a function, a model, a
-tensor subclass) never crosses: the student's side keeps it and sends a *handle*, a number the grader can
-name in later questions (`minibert.course.remote`). So nothing "equal to everything", no pickle, no object
-with behaviour can reach the process that scores.
-
-The other way, the grader sends the student's process the arguments of a call, pickled with cloudpickle
-(models, configs, functions of the test): trusted data going to the untrusted side, where unpickling can
-harm nothing that side could not do already.
-
+JSON for numbers, strings, lists and dicts, safetensors for arrays and tensors, both read by loaders that build
+nothing but those types; anything else stays on the student's side as a *handle* (`minibert.grading.remote`).
+The other way, the grader sends a call's arguments pickled with cloudpickle: trusted data going to the
+untrusted side, where unpickling harms nothing that side could not do already.
 A message is a JSON header and binary blobs: ``count (4 bytes) | length (8) | bytes | length | bytes ...``.
 """
 from __future__ import annotations
@@ -246,7 +238,7 @@ def decode(data, blobs: list[bytes], make_handle):
 
 def pickled(obj) -> bytes:
     """``obj`` pickled for the student's side: functions and classes of the test by value (cloudpickle);
-    proxies of the student's own objects pickle as references to them (`minibert.course.remote.Remote`)."""
+    proxies of the student's own objects pickle as references to them (`minibert.grading.remote.Remote`)."""
     import cloudpickle
 
     return cloudpickle.dumps(obj, protocol=5)

@@ -1,62 +1,73 @@
-"""The nbgrader course folder a grading works in: the instructor notebooks checked and copied in, a
-submission taken in as data, the grader's configuration, nbgrader run on it, the scores read back from its
-gradebook.
+"""Step 5, score: the nbgrader course folder a grading works in, and the scores read back from its gradebook.
 
-A submission is taken in as regular files only: its notebook, checked to be one, and its other files
-(`submitted_files`), never through a link, a named pipe or a device. The student's
-process gets those files over a pipe; nothing of the course folder is ever within its reach.
+The instructor notebooks are checked (nbgrader's metadata validation and the course's own markup) and
+copied into a course folder of the grader's own; nbgrader's autograde runs there with `WalledExecute`
+(`minibert.grading.execute`) in its chain, and each test cell's grade comes back with why it lost points.
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
-import stat
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 
-from . import graded_run, walls
-from .nbgrader_log import without_stack_frames
-from .scores import CellGrade, with_errors
+from . import walls
 
-MOST_FILES, MOST_BYTES, MOST_DEPTH = 1000, 200 * 2**20, 16  # what a submission may bring besides its notebooks
 CONFIG = """c.Autograde.autograde_preprocessors = [
-    "minibert.course.execute.WalledExecute", "nbgrader.preprocessors.IgnorePattern",
+    "minibert.grading.execute.WalledExecute", "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor", "nbgrader.preprocessors.LimitOutput",
     "nbgrader.preprocessors.SaveAutoGrades", "nbgrader.preprocessors.ClearHiddenTests",
     "nbgrader.preprocessors.AssignLatePenalties", "nbgrader.preprocessors.CheckCellMetadata"]
 """
+# A cell that cannot change a score but costs minutes (notebook 04's pre-training run, before a judgement
+# question on stored results) is a locked nbgrader cell with this tag: neither process runs it. Only the
+# instructor's notebook says what is skipped, so a student cannot skip a test by tagging it.
+SKIP_TAG = "skip-when-grading"
 
 
-def submitted_files(folder: Path, course_files=frozenset()) -> list[dict]:
-    """The submission's files besides its notebooks, for the student's process: regular files only (no links,
-    pipes or devices, nothing hard-linked), found without recursion within `MOST_FILES`, `MOST_BYTES` and
-    `MOST_DEPTH`, and none that the course ships beside its notebooks (``course_files``: its own are used)."""
-    found, total, queue = [], 0, [(folder, Path("."))]
-    while queue:
-        here, relative = queue.pop()
-        try:
-            names = sorted(os.listdir(here))
-        except OSError:
-            continue
-        for name in names:
-            path = here / name
-            info = path.lstat()
-            if name.startswith(".") or name.endswith(".ipynb") or (relative == Path(".") and name in course_files):
-                continue
-            if stat.S_ISDIR(info.st_mode):
-                if len(relative.parts) < MOST_DEPTH and name != "__pycache__":
-                    queue.append((path, relative / name))
-            elif stat.S_ISREG(info.st_mode) and info.st_nlink == 1 and len(found) < MOST_FILES and \
-                    total + info.st_size <= MOST_BYTES:
-                found.append({"path": str(relative / name), "from": str(path)})
-                total += info.st_size
-    return found
+@dataclass(frozen=True)
+class CellGrade:
+    score: float
+    max_score: float
+    error: str = ""  # the check that failed and its message: why points were lost
+    notes: tuple[str, ...] = ()  # integrity notes for the person grading (the library's answer used?): never a score
+
+
+@dataclass(frozen=True)
+class Scores:
+    """An autograde's result: notebook name -> grade_id of each test cell -> its grade."""
+
+    notebooks: dict[str, dict[str, CellGrade]]
+
+    @property
+    def score(self) -> float:
+        return sum(cell.score for cells in self.notebooks.values() for cell in cells.values())
+
+    @property
+    def max_score(self) -> float:
+        return sum(cell.max_score for cells in self.notebooks.values() for cell in cells.values())
+
+    def table(self) -> str:
+        width = max([len("total")] + [len(f"  {g}") for c in self.notebooks.values() for g in c] +
+                    [len(name) for name in self.notebooks])
+        lines = []
+        for name, cells in self.notebooks.items():
+            score, max_score = (sum(getattr(c, a) for c in cells.values()) for a in ("score", "max_score"))
+            lines.append(f"{name:<{width}}  {score:g} / {max_score:g}")
+            for grade_id, cell in cells.items():
+                why = f"  ({cell.error})" if cell.error else ""
+                lines.append(f"{'  ' + grade_id:<{width}}  {cell.score:g} / {cell.max_score:g}{why}")
+                lines += [f"{'':<{width}}    note: {note}" for note in cell.notes]
+        lines.append(f"{'total':<{width}}  {self.score:g} / {self.max_score:g}")
+        return "\n".join(lines)
 
 
 ASSIGNMENT = "notebooks"
@@ -74,7 +85,7 @@ def prepare(source, timeout, run_as) -> tuple[list[str], object]:
     if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout <= 0:
         raise GradingError(f"--timeout must be a positive number of seconds per cell, got {timeout!r}: without one, "
                            "a submission that loops forever stops the whole class's grading")
-    graded = [nb.name for nb in notebooks(source) if graded_cells(nb)]
+    graded = [nb.name for nb in notebooks(source) if test_points(nb)]
     if not graded:
         raise GradingError(f"no graded cells in any notebook of {source}")
     try:
@@ -92,20 +103,6 @@ def prepare(source, timeout, run_as) -> tuple[list[str], object]:
     return graded, user
 
 
-def covered(source, submission_dir: Path) -> list[Path]:
-    """What the student's process must not see: the instructor notebooks, the class's submissions, the git
-    history of the checkout they live in (every hidden test), and the course's own instructor notebooks, tests
-    and history in the checkout the library runs from (the student's process reads the library there)."""
-    import minibert
-
-    found = [Path(source).resolve(), submission_dir.resolve().parent]
-    found += [folder / ".git" for folder in [Path(source).resolve(), *Path(source).resolve().parents]
-              if (folder / ".git").exists()][:1]
-    checkout = Path(minibert.__file__).resolve().parents[1]
-    found += [checkout / name for name in (".git", "notebooks", "tests")]
-    return list(dict.fromkeys(p for p in found if p.exists()))
-
-
 def test_points(notebook: Path) -> dict[str, float]:
     """grade_id -> points of each test cell of an instructor notebook."""
     return {c.metadata.nbgrader["grade_id"]: float(c.metadata.nbgrader.get("points", 0))
@@ -113,9 +110,8 @@ def test_points(notebook: Path) -> dict[str, float]:
 
 
 def notebooks(source) -> list[Path]:
-    """The source notebooks, after nbgrader's own metadata validation (schema version 3, grade ids
-    present and unique, points on graded cells) and ours (`graded_run`), so a mistake is reported
-    with its file."""
+    """The source notebooks, after nbgrader's own metadata validation (schema version 3, grade ids present and
+    unique, points on graded cells) and the course's (`skipped_cells`), so a mistake is reported with its file."""
     from nbgrader.nbgraderformat import MetadataValidator, SchemaTooNewError, SchemaTooOldError, ValidationError
 
     source = Path(source)
@@ -127,30 +123,33 @@ def notebooks(source) -> list[Path]:
     for path in notebooks:
         try:
             MetadataValidator().validate_nb(nbformat.read(path, as_version=4))
-            graded_run.skipped_cells(path)
-        except graded_run.MarkupError as e:
-            raise GradingError(str(e)) from None
         except ValidationError as e:
             raise GradingError(f"{path}: invalid nbgrader markup: {e.message}") from None
         except (SchemaTooOldError, SchemaTooNewError) as e:
             raise GradingError(f"{path}: {e}; nbgrader 0.9 needs schema_version 3") from None
+        skipped_cells(path)
     return notebooks
 
 
-def graded_cells(notebook) -> list[str]:
-    """grade_ids of the cells that score points (the test cells, in the course's convention)."""
-    return [cell.metadata.nbgrader["grade_id"] for cell in nbformat.read(notebook, as_version=4).cells
-            if cell.metadata.get("nbgrader", {}).get("grade")]
+def skipped_cells(notebook) -> set[str]:
+    """grade_ids of the instructor notebook's cells tagged `SKIP_TAG`. Each must be a locked nbgrader cell that is
+    neither a solution nor a test: its grade_id finds the submission's copy, and a test or solution always runs."""
+    skipped = set()
+    for i, cell in enumerate(nbformat.read(notebook, as_version=4).cells):
+        if SKIP_TAG not in cell.metadata.get("tags", []):
+            continue
+        meta = cell.metadata.get("nbgrader", {})
+        if not (meta.get("locked") and meta.get("grade_id")) or meta.get("grade") or meta.get("solution"):
+            raise GradingError(f"{notebook}, cell {i}: a cell tagged {SKIP_TAG!r} must be a read-only nbgrader cell "
+                               "(locked, with a grade_id) and neither a solution nor a test; make it one in Jupyter's "
+                               "nbgrader toolbar, or remove the tag")
+        skipped.add(meta["grade_id"])
+    return skipped
 
 
-def new_course(root: Path, source, only=None) -> Path:
-    """A fresh nbgrader course directory holding ``source`` (or only its notebooks ``only``)."""
-    source = Path(source)
-    skip = set()
-    if only is not None:
-        skip = {nb.name for nb in source.glob("*.ipynb")} - set(only)
-    shutil.copytree(source, root / "source" / ASSIGNMENT,
-                    ignore=lambda d, names: IGNORED(d, names) | (skip if Path(d) == source else set()))
+def new_course(root: Path, source) -> Path:
+    """A fresh nbgrader course directory holding ``source``."""
+    shutil.copytree(source, root / "source" / ASSIGNMENT, ignore=IGNORED)
     return root
 
 
@@ -180,42 +179,6 @@ def run_nbgrader(course: Path, command: str, *options: str, private: bool = Fals
         raise GradingError(f"nbgrader {command} failed:\n" + "\n".join(without_stack_frames(log[start:])))
 
 
-def not_plain_files(folder, names) -> set[str]:
-    """What of a submission the grader does not take: a submission is data, so only regular files and
-    folders. A symbolic link would be followed by the grader, and what it points at copied in; a hard link
-    can be another name of a file the grader may read; a named pipe would block the copy forever."""
-    skipped = set()
-    for name in names:
-        info = os.lstat(os.path.join(folder, name))
-        if stat.S_ISDIR(info.st_mode):
-            continue
-        if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
-            skipped.add(name)
-    return skipped
-
-
-def take(submission_dir: Path, name: str, target: Path, source) -> str:
-    """Copy notebook ``name`` of ``submission_dir`` and its other files into ``target`` (nbgrader's
-    ``submitted/<student>/<assignment>``); why it cannot be graded, or "" if it can."""
-    submitted = Path(submission_dir) / name
-    if not submitted.exists() and not submitted.is_symlink():
-        return "not submitted"
-    if not_plain_files(submission_dir, [name]):  # read as data: a named pipe would block, a link reach elsewhere
-        return f"{name} is not a plain file (a link or a named pipe): submit the notebook file Jupyter saved"
-    try:
-        nbformat.validate(nbformat.read(submitted, as_version=4))
-    except Exception as e:  # JSON, schema or encoding: whatever keeps it from being a notebook
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        return f"{name} is not a readable notebook ({first[:120]}); submit the file Jupyter saved"
-    target.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(submitted, target / name, follow_symlinks=False)
-    for file in submitted_files(Path(submission_dir), set(os.listdir(source))):
-        (target / file["path"]).parent.mkdir(parents=True, exist_ok=True)
-        if not (target / file["path"]).exists():
-            shutil.copyfile(file["from"], target / file["path"], follow_symlinks=False)
-    return ""
-
-
 def configure(course: Path, timeout: int, user, hidden) -> None:
     """The course's ``nbgrader_config.py``: nbgrader's autograde chain with the walled pipeline in it."""
     (course / "nbgrader_config.py").write_text(
@@ -235,7 +198,7 @@ def open_release(course: Path, assignment="notebooks") -> None:
         path.chmod(0o755 if path.is_dir() else 0o644)
 
 
-def scores(course: Path, student: str, name: str, submitted: Path, assignment="notebooks") -> dict[str, CellGrade]:
+def scores(course: Path, student: str, name: str, assignment=ASSIGNMENT) -> dict[str, CellGrade]:
     """One notebook's grades from the gradebook, each lost point with its reason and each test's notes."""
     from nbgrader.api import Gradebook  # imported here: nbgrader takes seconds to import
 
@@ -243,8 +206,55 @@ def scores(course: Path, student: str, name: str, submitted: Path, assignment="n
         notebook = next(nb for nb in book.find_submission(assignment, student).notebooks
                         if nb.name == Path(name).stem)
         grades = {g.name: (g.score, g.max_score) for g in notebook.grades}
+    submitted = course / "submitted" / student / assignment / name  # the grader's copy, taken in as data
     present = {c.metadata.get("nbgrader", {}).get("grade_id") for c in nbformat.read(submitted, as_version=4).cells}
     scored = with_errors(grades, course / "autograded" / student / assignment / name, present)
     results = course / ".minibert-check" / student / Path(name).stem / "results.json"
     notes = {g: r.get("notes", []) for g, r in json.loads(results.read_text()).items()} if results.exists() else {}
     return {g: CellGrade(c.score, c.max_score, c.error, tuple(notes.get(g, ()))) for g, c in scored.items()}
+
+
+def with_errors(grades: dict[str, tuple[float, float]], autograded: Path, present: set) -> dict[str, CellGrade]:
+    """Each test cell's grade with the error it raised in the autograded notebook, or why it could not run: a
+    test cell missing from the submission (``present``: the grade_ids it has)."""
+    errors = {}
+    if autograded.exists():
+        for cell in nbformat.read(autograded, as_version=4).cells:
+            for output in cell.get("outputs", []):
+                if output.output_type == "error":
+                    errors[cell.metadata.get("nbgrader", {}).get("grade_id")] = \
+                        f"{output.ename}: {output.evalue}".rstrip(": ")
+    for grade_id in grades:
+        if grade_id not in present and grade_id not in errors:
+            errors[grade_id] = ("this test cell is not in the submitted notebook (deleted, or its nbgrader metadata "
+                                "removed): copy it back from the release")
+    missing = "" if autograded.exists() else "not submitted"
+    return {grade_id: CellGrade(score or 0.0, max_score, "" if score == max_score else errors.get(grade_id, missing))
+            for grade_id, (score, max_score) in grades.items()}
+
+
+# nbgrader ends a failed run with a generic line ("... see the above traceback"); the cause is the exception
+# line above it: the grader's check that could not run, a notebook nbgrader could not read.
+EXCEPTION = re.compile(r"\s*[\w.]+(Error|Exception): ")
+CAUSE = re.compile(r"^((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b.*)$")
+
+
+def without_stack_frames(log: list[str]) -> list[str]:
+    """The log with each traceback cut down to its last line, the exception and its message."""
+    kept, in_traceback = [], False
+    for line in log:
+        if "Traceback (most recent call last)" in line:
+            in_traceback = True
+        elif in_traceback and EXCEPTION.match(line):
+            kept.append(line.strip())
+            in_traceback = False
+        elif not in_traceback:
+            kept.append(line)
+    return kept
+
+
+def cause(message: str) -> str:
+    """The last exception line of a failed nbgrader run that is not nbgrader's own summary; else its last line."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    found = [line for line in lines if CAUSE.match(line) and "see the above traceback" not in line]
+    return (found[-1] if found else lines[-1] if lines else "nbgrader gave no output")[:200]

@@ -1,16 +1,10 @@
-"""nbgrader's autograder, with its kernel replaced by the walled pipeline.
+"""Step 5, score: nbgrader's autograder with its kernel replaced by the walled pipeline.
 
-nbgrader's ``autograde`` restores every test cell from its gradebook (and a solution cell's type, so a
-solution saved as a markdown or raw cell is code again), executes the notebook, then scores each test cell
-by its outputs: an error output costs the cell's points. `WalledExecute` takes the place of its executor
-(nbgrader's own ``Execute``) in that chain: instead of sending every cell to one kernel, it hands the
-student's cells to `minibert.course.check`, which runs them walled apart from the tests, and writes each
-test's verdict back as the cell's outputs. Everything else (collect, the gradebook, feedback, formgrader)
-is nbgrader's as before, so a course of nbgrader's own layout grades with three lines of its
-``nbgrader_config.py`` (`minibert.course.gradebook.CONFIG`; INSTRUCTORS.md).
-
-What it needs it takes from nbgrader's course folder: the instructor's notebook from ``source/``, the files
-students get beside their notebooks from ``release/``, the submission's other files from ``submitted/``.
+nbgrader's ``autograde`` restores every test cell (and a solution cell's type: a solution saved as markdown or
+raw is code again), executes the notebook, and scores each test cell by its outputs. `WalledExecute` takes the
+place of its executor: it hands the student's cells to `minibert.grading.check` and writes each test's verdict
+back as the cell's outputs. Collect, gradebook, feedback and formgrader stay nbgrader's, so a course in
+nbgrader's own layout grades with three lines of ``nbgrader_config.py`` (`gradebook.CONFIG`; INSTRUCTORS.md).
 """
 from __future__ import annotations
 
@@ -24,7 +18,8 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Integer, List, Unicode
 
-from .gradebook import submitted_files
+from .gradebook import skipped_cells
+from .intake import submitted_files
 
 
 def student_cells(nb, skip=frozenset()) -> list[dict]:
@@ -45,7 +40,7 @@ def student_cells(nb, skip=frozenset()) -> list[dict]:
 
 
 class WalledExecute(NbGraderPreprocessor):
-    """Runs the notebook through `minibert.course.check` (module docstring)."""
+    """Runs the notebook through `minibert.grading.check` (module docstring)."""
 
     timeout = Integer(600, help="seconds each cell of the student's, and each call a test makes, may take").tag(
         config=True)
@@ -55,7 +50,7 @@ class WalledExecute(NbGraderPreprocessor):
         config=True)
 
     def preprocess(self, nb, resources):
-        from . import graded_run, walls
+        from . import walls
 
         info = resources["nbgrader"]
         course = CourseDirectory(config=self.config)
@@ -64,7 +59,7 @@ class WalledExecute(NbGraderPreprocessor):
         release_dir = Path(course.format_path(course.release_directory, ".", info["assignment"]))
         submitted = Path(course.format_path(course.submitted_directory, info["student"], info["assignment"]))
         source = source_dir / f"{info['notebook']}.ipynb"
-        skip = graded_run.skipped_cells(source)
+        skip = skipped_cells(source)
         work = root / ".minibert-check" / info["student"] / info["notebook"]
         work.mkdir(parents=True, exist_ok=True, mode=0o700)
         user = walls.user_to_run_as(self.run_as or None)
@@ -77,7 +72,7 @@ class WalledExecute(NbGraderPreprocessor):
                     "files": submitted_files(submitted, {p.name for p in walls.course_files(release_dir)})}
             (work / "spec.json").write_text(json.dumps(spec))
             with open(work / "check.log", "wb") as log:
-                done = subprocess.run([sys.executable, "-m", "minibert.course.check", str(work / "spec.json"),
+                done = subprocess.run([sys.executable, "-m", "minibert.grading.check", str(work / "spec.json"),
                                        str(work / "results.json")], cwd=source_dir, stdout=log, stderr=subprocess.STDOUT)
         finally:
             if uid is not None:

@@ -1,25 +1,10 @@
-"""Where a student's notebook runs: a process of its own, walled in, that can reach nothing of the grader's.
+"""Step 2, run walled: the student's process, where it can reach nothing of the grader's.
 
-Grading as root, each submission runs as a user id of its own (`reserve_identity`: no account has it, so a
-process it leaves behind can neither signal the next submission's nor read its files) inside bubblewrap
-(``bwrap``, the sandbox Flatpak runs apps in), dropped to that id by ``setpriv`` with no groups, no
-capabilities and ``no_new_privs``:
-
-- its own process namespace (everything it starts dies with it), network namespace (no network at all: the
-  grader talks to it over two pipes), IPC and host name;
-- the machine read-only; writable only its own ``/tmp`` (where its working folder is), ``/var/tmp`` and
-  ``/dev/shm``: fresh, bounded in size, gone with it;
-- the course's files it needs (the Python environment, the notebooks' data and models, the Hugging Face
-  cache) bound back read-only wherever they are, also under /tmp; the instructor notebooks, the checkout's
-  git history and the class's submissions laid over with empty folders;
-- bounded processes, file size, memory (`limits`) and CPU time.
-
-Nothing of the grader's is ever in a folder this process can write, so the grader never reads, writes or
-changes permissions through a path the student could have replaced: the notebook's cells and files go in
-over a pipe, and only plain data comes back (`minibert.course.plain`).
-
-Without bubblewrap (or root), the student's process still runs apart from the checks, as that id (root) or as
-the grader (not root), bounded the same way, and the grader says what it could not wall off.
+Grading as root: a user id of its own (`reserve_identity`) inside bubblewrap (`wrap`), dropped there by
+``setpriv`` with no groups or capabilities; its own pid, network (none), IPC and host namespaces; the machine
+read-only but for its own bounded scratch folders; the instructor's and other students' files covered;
+bounded processes, file size, memory and CPU time (`limits`). Without bubblewrap (or root) it still runs apart
+from the checks, as that id (root) or as the grader (not root), bounded the same way.
 """
 from __future__ import annotations
 
@@ -52,18 +37,12 @@ class WallError(RuntimeError):
     """Student code cannot be run as asked; the message says why and what to do."""
 
 
-def memory_of_this_machine() -> int:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return 8 * 2**30
-
-
 def limits(cpu_seconds: int) -> dict[str, int]:
-    """Bounds on the student's process: processes and threads (a fork bomb), the size of a file, core dumps,
-    memory (half the machine's: the grader's own process holds the instructor's copy beside it) and CPU."""
-    return {"RLIMIT_NPROC": 4096, "RLIMIT_FSIZE": 512 * 2**20, "RLIMIT_CORE": 0,
-            "RLIMIT_AS": memory_of_this_machine() // 2, "RLIMIT_CPU": cpu_seconds}
+    """Bounds on the student's process: processes and threads (a fork bomb), a file's size, core dumps, memory
+    (half the machine's: the grader's process holds the instructor's copy beside it) and CPU time."""
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return {"RLIMIT_NPROC": 4096, "RLIMIT_FSIZE": 512 * 2**20, "RLIMIT_CORE": 0, "RLIMIT_AS": memory // 2,
+            "RLIMIT_CPU": cpu_seconds}
 
 
 def _apply(bounds: dict[str, int]) -> None:
@@ -257,7 +236,7 @@ def course_files(release: Path | None) -> list[Path]:
 
 def start(*, assets: Path, work: Path, uid: int | None, covered: list[Path], cpu_seconds: int, log: Path,
           exchange: Path | None = None):
-    """Start the student's process (`minibert.course.runner`); (process, requests pipe, answers pipe).
+    """Start the student's process (`minibert.grading.runner`); (process, requests pipe, answers pipe).
 
     ``work`` is a fresh folder of the grader's to use as the working folder where bubblewrap cannot
     be used; ``log`` gets what the student's code prints (never read by the grader's checks); ``exchange`` is
@@ -271,7 +250,7 @@ def start(*, assets: Path, work: Path, uid: int | None, covered: list[Path], cpu
         env.setdefault(variable, "")
     from ..data.layout import data_dir
     env["MINIBERT_SHARED_DATA_DIR"] = env["MINIBERT_SHARED_DATA_DIR"] or str(data_dir())
-    command = [sys.executable, "-m", "minibert.course.runner"]
+    command = [sys.executable, "-m", "minibert.grading.runner"]
     bounds = limits(cpu_seconds)
     walled = uid is not None and not bubblewrap_missing()
     if walled:

@@ -1,23 +1,9 @@
-"""The grader's process: runs the instructor's notebook and its tests; the student's code runs elsewhere.
+"""Step 4, check (``python -m minibert.grading.check SPEC.json RESULTS.json``): where no student code ever runs.
 
-    python -m minibert.course.check SPEC.json RESULTS.json
-
-For one submitted notebook, two processes go through the notebook side by side:
-
-- the **student's process** (`minibert.course.runner`, walled in by `minibert.course.walls`) runs the
-  submission's code cells, and stops where each test cell stood;
-- **this process**, where no student code ever runs, runs the *instructor's* notebook (solutions
-  included), so everything a test reads (data, models, reference values, imports) is the instructor's. At
-  each test cell, the names the solution cells define are looked up in the student's process instead
-  (`minibert.course.remote`: plain data, or proxies), the test runs here, and its verdict is kept.
-
-So a test can neither be read nor changed by the student's code: it is never in that process, and what
-comes back from it is data. Each test cell's result (passed, or the check that failed with its message;
-what it printed; integrity notes) is written to RESULTS.json for the autograder (`minibert.course.execute`).
-
-A cell of the student's that runs past ``timeout`` is stopped and skipped (its own exercise loses its
-points, with the limit in the message); a student process that dies is started again, once for each cause,
-without the cell that ended it.
+The *instructor's* notebook (solutions included) runs here beside the student's process (`Student`): at each
+test cell, the names the solution cells define are bound to the student's values (`minibert.grading.remote`),
+the test runs, and its verdict goes to RESULTS.json. A student's cell that loops or kills its process is
+skipped on a restart (at most `RESTARTS`): its own exercise loses its points, with the real limit in the message.
 """
 from __future__ import annotations
 
@@ -25,10 +11,12 @@ import ast
 import contextlib
 import io
 import json
+import os
 import sys
 import traceback
 from pathlib import Path
 
+from ..course import integrity
 from . import plain, remote, walls
 
 RESTARTS = 3  # student processes started again for one notebook, after a timeout or a death
@@ -129,10 +117,7 @@ class Student:
 
 def _read(path: str) -> bytes:
     """A submitted file's bytes, never through a link (it was a regular file when listed)."""
-    import os
-
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    with os.fdopen(fd, "rb") as f:
+    with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
         return f.read()
 
 
@@ -176,7 +161,7 @@ def check(spec: dict) -> dict:
 
     from .runner import new_shell
 
-    remote.GRADING = True
+    integrity.GRADING = True
     instructor = nbformat.read(spec["source"], as_version=4)
     tests = [i for i, c in enumerate(instructor.cells) if _is_test(c)]
     shell = new_shell()
@@ -239,7 +224,6 @@ def instructor_folder(spec: dict) -> Path:
 
 
 def main(argv=None) -> int:
-    import os
     import shutil
     import tempfile
 

@@ -1,28 +1,28 @@
-"""The student's process: runs a submitted notebook's code, and answers the grader's questions as data.
+"""Step 2, run walled (inside): the student's process runs a submission's cells and answers as data.
 
-Started walled (`minibert.course.walls`) with two pipes: requests come in on one, answers and events go out
-on the other (`minibert.course.plain`). The first request carries the notebook's cells in order: code to run
-(the student's, and the instructor's cells as the submission holds them) and, where a test cell stood, a
-*stop*. At a stop the runner tells the grader and answers its questions until told to go on:
+Started by `minibert.grading.walls` with two pipes (`minibert.grading.plain`). The first request carries the
+cells in order: code to run and, where a test cell stood, a *stop*. At a stop it answers the grader until
+told to go on:
 
     get NAME                 the value of a name in the notebook (plain data, or a handle)
     getattr / getitem / len / iter / next / contains / isinstance / setattr   on a handle
-    call HANDLE ARGS         call it; arguments arrive pickled; random generators, and the model and optimizer
-                             of a training step, go back as the call left them (`minibert.course.remote`)
+    call HANDLE ARGS         call it on pickled arguments; generators, and a training step's model and
+                             optimizer, go back as the call left them
     uses HANDLE NAMES        which of NAMES (the library's answers) the object's code refers to: a note
+    backward GRAPH           back-propagate through a differentiable result of a call
     continue                 run on to the next stop
 
-No test code ever runs here, and nothing here is believed by the grader but as the student's answer: this
-process is the student's to change, so everything it sends is read as untrusted data.
-Each cell and each question runs under an alarm (`--timeout` seconds); the grader also watches the clock and
-ends the process if the alarm is caught.
+No test code runs here, and the grader reads what comes from here as untrusted data. Each cell and each
+answer runs under an alarm (``timeout``); the grader also watches the clock.
 """
 from __future__ import annotations
 
 import os
+import pickle
 import signal
 import sys
 import traceback
+from collections import OrderedDict
 
 from . import plain
 
@@ -52,7 +52,6 @@ class Runner:
         self.requests, self.answers, self.timeout = requests, answers, timeout
         self.handles = plain.HANDLES
         self.graphs: dict[int, tuple] = {}  # differentiable results the grader may call backward on
-        from collections import OrderedDict
         self.arguments: OrderedDict = OrderedDict()  # the calls' pickled arguments by digest (`remote.remember`)
         self.ids: dict[int, int] = {}  # id(obj) -> handle, so one object keeps one handle
         self.shell = new_shell()
@@ -75,11 +74,6 @@ class Runner:
     def value(self, obj) -> tuple[dict, list[bytes]]:
         blobs: list[bytes] = []
         return plain.encode(obj, blobs, self.handle_of), blobs
-
-    def _unpickle(self, blob: bytes):
-        import pickle
-
-        return pickle.loads(blob)
 
     # -- running the notebook -----------------------------------------------------------------------------
     def timed(self, fn, *args):
@@ -126,39 +120,38 @@ class Runner:
             return {"value": value}, out
         if op == "backward":  # the grader's backward through a result of ours: gradients of its arguments
             result, inputs = self.graphs.pop(request["graph"])
-            result.backward(self._unpickle(blobs[0]))
+            result.backward(pickle.loads(blobs[0]))
             encoded, out = self.value([t.grad for t in inputs])
             return {"value": encoded}, out
         target = self.handles[request["handle"]]
         if op == "call":
             from .remote import remember
             remember(self.arguments, request["arguments"], blobs[0] if request.get("sent") else None)
-            args, kwargs = self._unpickle(self.arguments[request["arguments"]])
+            args, kwargs = pickle.loads(self.arguments[request["arguments"]])
             if "generators" in request:
-                use_global_generators(self._unpickle(blobs[request["generators"]]))
-            before = _versions(args, kwargs)
-            from .integrity import recording_calls
+                use_global_generators(pickle.loads(blobs[request["generators"]]))
+            from ..course.integrity import recording_calls
+            versions = {k: v._version for k, v in _arguments(args, kwargs) if type(v).__name__ == "Tensor"}
             with recording_calls(request.get("forbidden") or ()) as notes:
                 result = target(*args, **kwargs)
-            value, out = self.value(result)
-            changed = _changed(args, kwargs, before)
-            back, back_blobs = self.value(changed)
-            # the changed arguments' blobs follow the result's: renumber them
-            back = _shift(back, len(out))
-            answer = {"value": value, "back": back, "notes": notes}
+            name = getattr(target, "__qualname__", "a call")  # an in-place change the test cannot see: a note
+            notes += [f"{name} changed its argument {k} in place" for k, v in _arguments(args, kwargs)
+                      if k in versions and v._version != versions[k]]
+            value, out = self.value((result, _changed(args, kwargs)))
+            answer = {"value": value, "notes": notes}
             if getattr(result, "requires_grad", False) and type(result).__module__.startswith("torch"):
                 # a differentiable result: its graph stays here, for the grader's backward (`remote.Bridge`)
                 self.graphs[id(result)] = (result, [v for _, v in _arguments(args, kwargs)
                                                     if getattr(v, "requires_grad", False)])
                 answer["graph"] = id(result)
-            return answer, out + back_blobs
+            return answer, out
         if op == "getattr":
             value = getattr(target, request["name"])
         elif op == "setattr":
-            setattr(target, request["name"], self._unpickle(blobs[0]))
+            setattr(target, request["name"], pickle.loads(blobs[0]))
             value = None
         elif op == "getitem":
-            value = target[self._unpickle(blobs[0])]
+            value = target[pickle.loads(blobs[0])]
         elif op == "len":
             value = len(target)
         elif op == "iter":
@@ -169,16 +162,14 @@ class Runner:
             except StopIteration:
                 return {"stop": True}, []
         elif op == "contains":
-            value = self._unpickle(blobs[0]) in target
+            value = pickle.loads(blobs[0]) in target
         elif op == "isinstance":
             value = isinstance(target, self.handles[request["of"]])
         elif op == "uses":
-            from .integrity import uses
+            from ..course.integrity import uses
             value = uses(target, request["names"])
         else:
             raise ValueError(f"unknown request {op!r}")
-        if type(value) is bool or op in ("len",):
-            value = bool(value) if type(value) is bool else int(value)
         encoded, out = self.value(value)
         return {"value": encoded}, out
 
@@ -186,29 +177,6 @@ class Runner:
 def _arguments(args, kwargs):
     """A call's arguments by position or keyword."""
     return list(enumerate(args)) + list(kwargs.items())
-
-
-def _versions(args, kwargs) -> dict:
-    """A fingerprint of every tensor each argument holds: in-place changes bump a tensor's version."""
-    return {key: _state_versions(value) for key, value in _arguments(args, kwargs)}
-
-
-def _state_versions(value):
-    """A fingerprint of what a call could change in place that the grader takes back (`_changed`): a random
-    generator's state, a model's tensors (a tensor's version counts its in-place changes), an optimizer's state;
-    None for anything else."""
-    if (state := _generator_state(value)) is not None:
-        return (repr(state),)
-    torch = sys.modules.get("torch")
-    if torch is None:  # the student's code never imported torch: no argument holds a tensor of its
-        return None
-    if isinstance(value, torch.nn.Module):
-        return tuple((t._version, t.grad._version if t.grad is not None else -1, id(t.grad))
-                     for t in [*value.parameters(), *value.buffers()])
-    if isinstance(value, torch.optim.Optimizer):
-        return tuple((id(s), *(t._version for t in s.values() if isinstance(t, torch.Tensor)))
-                     for s in value.state.values()) + tuple(g["lr"] for g in value.param_groups)
-    return None
 
 
 def _generator_state(value):
@@ -244,15 +212,14 @@ def use_global_generators(states) -> None:
         torch.set_rng_state(torch_state)
 
 
-def _changed(args, kwargs, before: dict) -> dict:
-    """{position or keyword: new state} of each argument the call changed that the grader takes back
-    (`minibert.course.remote._copy_back`): random generators, and the model and optimizer of a training step."""
+def _changed(args, kwargs) -> dict:
+    """{position or keyword: state} of what a call may change that the grader takes back
+    (`minibert.grading.remote._copy_back`): every random generator it was given, and in a training step (a
+    call given an optimizer) its models and optimizers."""
     torch = sys.modules.get("torch")
     training = torch is not None and any(isinstance(v, torch.optim.Optimizer) for _, v in _arguments(args, kwargs))
     changed = {}
     for key, value in _arguments(args, kwargs):
-        if before.get(key) is None or _state_versions(value) == before[key]:
-            continue
         if (generator := _generator_state(value)) is not None:
             changed[str(key)] = {"generator": generator}
         elif training and isinstance(value, torch.nn.Module):
@@ -261,15 +228,6 @@ def _changed(args, kwargs, before: dict) -> dict:
         elif training and isinstance(value, torch.optim.Optimizer):
             changed[str(key)] = {"optimizer": value.state_dict()}
     return changed
-
-
-def _shift(encoded, by: int):
-    """The encoded value with its blob numbers raised by ``by``."""
-    if isinstance(encoded, dict):
-        return {k: (v + by if k == "i" and type(v) is int else _shift(v, by)) for k, v in encoded.items()}
-    if isinstance(encoded, list):
-        return [_shift(v, by) for v in encoded]
-    return encoded
 
 
 def main() -> int:

@@ -1,35 +1,21 @@
-"""The grader's side of the student's process: its names, as values and proxies.
+"""Step 3, hand back data (the grader's side): the student's names as values and `Remote` proxies.
 
-When a test cell runs (`minibert.course.check`), each name the student's solutions define is looked up in the
-student's process (`minibert.course.runner`). Plain data comes back as itself: the test compares real
-numbers and tensors. Anything else comes back as a `Remote`, a proxy that forwards what a test does with a
-student's object (read an attribute, call it, index it, iterate over it) and gets data back again.
-
-A `Remote` has no behaviour of its own that a check could rely on: it equals only itself, has no truth
-value, no order, no arithmetic and no conversion to a number or an array. An object "equal to everything"
-stays on the student's side; here it is a proxy that ``==`` finds unequal to anything else, and ``assert``
-refuses to read as true. Calling it pickles the arguments for the student's side (the grader's tensors,
-models and functions; proxies by reference): the student's code works on copies, so it cannot change what
-the test compares against afterwards. Only where the change is the answer does it come back: a random
-generator the test handed over advances, and a training step (``training_step(model, batch, optimizer)``)
-updates the test's model and optimizer. A call starts from the test's global random states (``torch.
-manual_seed`` before it gives the dropout masks the test expects), and a differentiable result can be
-back-propagated through (`_differentiable`).
+A proxy forwards what a test does with a student's object (attribute, call, index, iteration) and gets data
+back; it equals only itself and has no truth value, order, arithmetic or conversion, so an object "equal to
+everything" stays on the student's side. A call works on pickled copies of its arguments, so it cannot change
+what the test compares against, except where the change is the answer (`_copy_back`); it starts from the
+test's global random states, and a differentiable result can be back-propagated through (`_differentiable`).
 """
 from __future__ import annotations
 
 import builtins
-import contextvars
 import subprocess
 import sys
 import time
 from collections import OrderedDict
-from contextlib import contextmanager
 
+from ..course import integrity
 from . import plain
-
-GRADING = False  # set by the grader's process (`minibert.course.check`): the student's code is elsewhere
-FORBIDDEN: contextvars.ContextVar[tuple] = contextvars.ContextVar("forbidden", default=())
 
 
 class StudentTimeout(Exception):
@@ -104,8 +90,8 @@ class Connection:
             if self.process.poll() is not None:
                 raise EOFError(f"exit status {self.process.returncode}")
 
-    def value(self, header: dict, blobs: list[bytes], key: str = "value"):
-        return plain.decode(header[key], blobs, self.proxy)
+    def value(self, header: dict, blobs: list[bytes]):
+        return plain.decode(header.get("value"), blobs, self.proxy)
 
     def proxy(self, handle: dict) -> Remote:
         return Remote(self, handle["id"], handle["type"][:200], (handle.get("name") or "")[:200])
@@ -116,9 +102,6 @@ class Connection:
         if answer.get("missing"):
             raise NameError(f"name {name!r} is not defined")
         return self.value(answer, blobs)
-
-    def arguments(self, value) -> bytes:
-        return plain.pickled(value)
 
     def call_arguments(self, args: tuple, kwargs: dict) -> tuple[dict, list[bytes]]:
         """The call's arguments pickled together (so an optimizer still holds the very parameters of the model
@@ -135,7 +118,7 @@ class Connection:
 
 def global_generators() -> tuple:
     """The grader's global random states (Python's, and numpy's and torch's where a test imported them), which
-    a call of the student's code starts from (`minibert.course.runner.use_global_generators`)."""
+    a call of the student's code starts from (`minibert.grading.runner.use_global_generators`)."""
     import random
 
     numpy, torch = sys.modules.get("numpy"), sys.modules.get("torch")
@@ -193,7 +176,7 @@ class Remote:
         object.__setattr__(self, "_name", name)
 
     def _ask(self, op: str, *value, **fields):
-        blobs = [self._connection.arguments(value[0])] if value else []
+        blobs = [plain.pickled(value[0])] if value else []
         return self._connection.ask({"op": op, "handle": self._id, **fields}, blobs)
 
     def __reduce__(self):  # sent back to the student's side, a proxy is the object it stands for there
@@ -214,14 +197,17 @@ class Remote:
 
     def __call__(self, *args, **kwargs):
         connection = self._connection
-        forbidden = FORBIDDEN.get()
+        forbidden = integrity.FORBIDDEN.get()
         header, out = connection.call_arguments(args, kwargs)
         answer, blobs = connection.ask({"op": "call", "handle": self._id, "forbidden": list(forbidden), **header}, out)
         for note in answer.get("notes", [])[:20]:
             if isinstance(note, str):
                 connection.notes.append(note[:300])
-        _copy_back(args, kwargs, connection.value(answer, blobs, "back") if "back" in answer else {})
-        value = connection.value(answer, blobs)
+        both = connection.value(answer, blobs)  # (the result, the arguments the call changed)
+        if type(both) is not tuple or len(both) != 2:
+            raise StudentProcessError("the notebook's process answered a call with something else")
+        value, changed = both
+        _copy_back(args, kwargs, changed)
         if type(answer.get("graph")) is int and type(value).__name__ == "Tensor":
             value = _differentiable(value, connection, answer["graph"], [*args, *kwargs.values()])
         return value
@@ -260,8 +246,7 @@ class Remote:
         return self._connection.value(answer, blobs) is True
 
     def _uses(self, names) -> str | None:
-        """What of ``names`` (dotted names of the library's answers) this object's code refers to, as the
-        student's process reads it: an integrity note, never a score."""
+        """What of ``names`` this object's code refers to, as its process reads it: an integrity note's text."""
         answer, blobs = self._ask("uses", names=list(names))
         found = self._connection.value(answer, blobs)
         return found[:300] if isinstance(found, str) else None
@@ -293,7 +278,7 @@ def _differentiable(value, connection: Connection, graph: int, arguments: list):
 
         @staticmethod
         def backward(ctx, grad_output):
-            answer, blobs = connection.ask({"op": "backward", "graph": graph}, [connection.arguments(grad_output)])
+            answer, blobs = connection.ask({"op": "backward", "graph": graph}, [plain.pickled(grad_output)])
             grads = connection.value(answer, blobs)
             grads = grads if isinstance(grads, list) and len(grads) == len(inputs) else [None] * len(inputs)
             return (None, *[g if isinstance(g, torch.Tensor) and g.shape == t.shape else None
@@ -350,13 +335,3 @@ def _set_generator(generator, state) -> None:
             generator.set_state(state)
     except (TypeError, ValueError, KeyError, IndexError, RuntimeError):
         pass
-
-
-@contextmanager
-def forbidding(targets):
-    """Calls of the student's code inside the block report (as integrity notes) any call of ``targets``."""
-    token = FORBIDDEN.set(tuple(FORBIDDEN.get()) + tuple(targets))
-    try:
-        yield
-    finally:
-        FORBIDDEN.reset(token)
