@@ -604,7 +604,7 @@ def test_one_broken_notebook_costs_only_its_own_points_and_says_why(tmp_path, de
     honest = submit(demo_release, tmp_path / "honest", softmax=STABLE_SOFTMAX)
 
     def submission(name, damage):
-        folder = tmp_path / name
+        folder = tmp_path / "class" / name
         shutil.copytree(honest, folder)
         shutil.copy(folder / "01_demo.ipynb", folder / "02_demo.ipynb")
         damage(folder / "02_demo.ipynb")
@@ -631,20 +631,22 @@ def test_one_broken_notebook_costs_only_its_own_points_and_says_why(tmp_path, de
     cases = {"invalid JSON": (lambda p: p.write_text('{"cells": [', encoding="utf-8"), "is not a readable notebook"),
              "duplicated cell": (duplicated_test_cell, "02_demo.ipynb: its grading cells are damaged"),
              "stripped metadata": (without_test_metadata, "not in the submitted notebook")}
-    for label, (damage, reason) in cases.items():
-        scores = grading.autograde(submission(label.replace(" ", "_"), damage), source=source, timeout=60)
-        assert scores.notebooks["01_demo"]["softmax_tests"].score == 2, label  # the other notebook is graded
-        lost = scores.notebooks["02_demo"]["softmax_tests"]
+    for label, (damage, _) in cases.items():
+        submission(label.replace(" ", "_"), damage)
+    submission("dying", killing_the_kernel)
+    (tmp_path / "class" / "renamed").mkdir()
+    shutil.copy(honest / "01_demo.ipynb", tmp_path / "class" / "renamed" / "01_demo.ipynb")
+    shutil.copy(honest / "01_demo.ipynb", tmp_path / "class" / "renamed" / "02_demo (copy).ipynb")
+    scores = grading.autograde_class(tmp_path / "class", source=source, timeout=60)  # one nbgrader run for all
+    for label, (_, reason) in cases.items():
+        student = scores[label.replace(" ", "_")]
+        assert student.notebooks["01_demo"]["softmax_tests"].score == 2, label  # the other notebook is graded
+        lost = student.notebooks["02_demo"]["softmax_tests"]
         assert lost.score == 0 and reason in lost.error, (label, lost)
     # a cell that ends the student's process costs only itself: the process starts again without it
-    scores = grading.autograde(submission("dying", killing_the_kernel), source=source, timeout=60)
-    assert scores.notebooks["02_demo"]["softmax_tests"].score == 2, scores.table()
-    (tmp_path / "renamed").mkdir()
-    shutil.copy(honest / "01_demo.ipynb", tmp_path / "renamed" / "01_demo.ipynb")
-    shutil.copy(honest / "01_demo.ipynb", tmp_path / "renamed" / "02_demo (copy).ipynb")
-    scores = grading.autograde(tmp_path / "renamed", source=source, timeout=60)
-    assert scores.notebooks["02_demo"]["softmax_tests"].error == "not submitted"
-    assert scores.notebooks["01_demo"]["softmax_tests"].score == 2
+    assert scores["dying"].notebooks["02_demo"]["softmax_tests"].score == 2, grading.summary(scores)
+    assert scores["renamed"].notebooks["02_demo"]["softmax_tests"].error == "not submitted"
+    assert scores["renamed"].notebooks["01_demo"]["softmax_tests"].score == 2
 
 
 def test_a_failed_grading_reports_its_cause_not_nbgraders_summary():

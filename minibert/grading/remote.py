@@ -91,10 +91,8 @@ class Connection:
                 raise EOFError(f"exit status {self.process.returncode}")
 
     def value(self, header: dict, blobs: list[bytes]):
-        return plain.decode(header.get("value"), blobs, self.proxy)
-
-    def proxy(self, handle: dict) -> Remote:
-        return Remote(self, handle["id"], handle["type"][:200], (handle.get("name") or "")[:200])
+        return plain.decode(header.get("value"), blobs,
+                            lambda h: Remote(self, h["id"], h["type"][:200], (h.get("name") or "")[:200]))
 
     def get(self, name: str):
         """The student's ``name``: a value or a Remote; NameError if the notebook does not define it."""

@@ -28,15 +28,17 @@ from . import plain
 
 
 def new_shell():
-    """An IPython shell without a terminal or a kernel: magics work as in Jupyter (``%time``, ``%%capture``,
-    ``%matplotlib inline``, whose figures go nowhere: nobody looks at them while grading)."""
+    """An IPython shell without a terminal or a kernel: magics work as in Jupyter (``%time``, ``%%capture``);
+    ``%matplotlib inline`` keeps Agg and each cell's figures are closed undrawn: nobody looks while grading."""
     from IPython.core.interactiveshell import InteractiveShell
 
     class Shell(InteractiveShell):
-        def enable_gui(self, gui=None):
-            pass
+        enable_gui = enable_matplotlib = lambda self, gui=None: ("agg", "agg")
 
-    return Shell.instance(colors="NoColor")
+    shell = Shell.instance(colors="NoColor")
+    shell.events.register("post_run_cell", lambda result: "matplotlib.pyplot" in sys.modules and
+                          sys.modules["matplotlib.pyplot"].close("all"))
+    return shell
 
 
 class Stopped(BaseException):
