@@ -365,3 +365,19 @@ def test_a_proxy_of_a_students_object_equals_only_itself_and_has_no_truth():
         with pytest.raises(TypeError, match="an object of the student's"):
             check(proxy)
     assert {proxy: 1}[proxy] == 1  # hashable by identity
+
+
+def test_an_in_place_change_is_seen_in_a_tensor_and_in_an_array():
+    """What the student's process compares before and after a call, to note an argument changed in place."""
+    import numpy as np
+    import torch
+
+    from minibert.grading.runner import _snapshot
+
+    tensor, array = torch.zeros(3), np.zeros(3)
+    before = _snapshot(tensor), _snapshot(array)
+    assert (_snapshot(tensor), _snapshot(array)) == before  # nothing changed, nothing seen
+    tensor.add_(1)
+    array += 1
+    assert _snapshot(tensor) != before[0] and _snapshot(array) != before[1]
+    assert _snapshot([1.0]) is None and _snapshot("text") is None

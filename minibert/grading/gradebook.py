@@ -218,18 +218,16 @@ def with_errors(grades: dict[str, tuple[float, float]], autograded: Path, presen
     """Each test cell's grade with the error it raised in the autograded notebook, or why it could not run: a
     test cell missing from the submission (``present``: the grade_ids it has)."""
     errors = {}
-    if autograded.exists():
-        for cell in nbformat.read(autograded, as_version=4).cells:
-            for output in cell.get("outputs", []):
-                if output.output_type == "error":
-                    errors[cell.metadata.get("nbgrader", {}).get("grade_id")] = \
-                        f"{output.ename}: {output.evalue}".rstrip(": ")
+    for cell in nbformat.read(autograded, as_version=4).cells:
+        for output in cell.get("outputs", []):
+            if output.output_type == "error":
+                grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+                errors[grade_id] = f"{output.ename}: {output.evalue}".rstrip(": ")
     for grade_id in grades:
         if grade_id not in present and grade_id not in errors:
             errors[grade_id] = ("this test cell is not in the submitted notebook (deleted, or its nbgrader metadata "
                                 "removed): copy it back from the release")
-    missing = "" if autograded.exists() else "not submitted"
-    return {grade_id: CellGrade(score or 0.0, max_score, "" if score == max_score else errors.get(grade_id, missing))
+    return {grade_id: CellGrade(score or 0.0, max_score, "" if score == max_score else errors.get(grade_id, ""))
             for grade_id, (score, max_score) in grades.items()}
 
 

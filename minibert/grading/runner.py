@@ -133,12 +133,12 @@ class Runner:
             if "generators" in request:
                 use_global_generators(pickle.loads(blobs[request["generators"]]))
             from ..course.integrity import recording_calls
-            versions = {k: v._version for k, v in _arguments(args, kwargs) if type(v).__name__ == "Tensor"}
+            before = {k: _snapshot(v) for k, v in _arguments(args, kwargs)}
             with recording_calls(request.get("forbidden") or ()) as notes:
                 result = target(*args, **kwargs)
             name = getattr(target, "__qualname__", "a call")  # an in-place change the test cannot see: a note
             notes += [f"{name} changed its argument {k} in place" for k, v in _arguments(args, kwargs)
-                      if k in versions and v._version != versions[k]]
+                      if before[k] is not None and _snapshot(v) != before[k]]
             value, out = self.value((result, _changed(args, kwargs)))
             answer = {"value": value, "notes": notes}
             if getattr(result, "requires_grad", False) and type(result).__module__.startswith("torch"):
@@ -174,6 +174,12 @@ class Runner:
             raise ValueError(f"unknown request {op!r}")
         encoded, out = self.value(value)
         return {"value": encoded}, out
+
+
+def _snapshot(value):
+    """What an in-place change alters: a tensor's version counter, an array's bytes; None for anything else."""
+    kind = type(value).__name__
+    return value._version if kind == "Tensor" else value.tobytes() if kind == "ndarray" else None
 
 
 def _arguments(args, kwargs):
