@@ -102,6 +102,18 @@ def student_jupyter_config() -> Path:
     return folder
 
 
+def workers(extra: list[str], named_paths: bool) -> list[str]:
+    """pytest-xdist options for a run over the whole suite: a worker per core (at most four: each notebook
+    kernel already uses every core for torch), and each file whole on one worker (`--dist loadfile`), so a
+    notebook's cells run in order in one kernel and a module's fixtures are made once. Not for named files,
+    nor when the arguments choose workers themselves or need one process (``--pdb``, ``-p no:xdist``)."""
+    chosen = {"-n", "--numprocesses", "--pdb", "--trace", "-p", "-s"}
+    if named_paths or (os.cpu_count() or 1) < 2 or any(arg.split("=")[0] in chosen or arg.startswith("-n")
+                                                        for arg in extra):
+        return []
+    return ["-n", str(min(4, os.cpu_count() or 1)), "--dist", "loadfile"]
+
+
 def main(argv: list[str]) -> int:
     if sys.version_info < (3, 11):
         sys.exit(f"minibert needs Python 3.11 or newer; this is {sys.version.split()[0]}. "
@@ -137,7 +149,7 @@ def main(argv: list[str]) -> int:
         named_paths = any(Path(arg.split("::")[0]).exists() for arg in extra if not arg.startswith("-"))
         paths = [] if named_paths else ["tests"] if quick else ["tests", "notebooks"]
         options = ["-m", "not slow"] if quick else NBVAL
-        cmd = [str(PYTHON), "-m", "pytest", *paths, *options, *extra]
+        cmd = [str(PYTHON), "-m", "pytest", *paths, *options, *workers(extra, named_paths), *extra]
     print("$", Path(cmd[0]).name, *cmd[1:], flush=True)
     return subprocess.call(cmd)
 

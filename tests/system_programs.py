@@ -14,10 +14,12 @@ def program(name: str, package: str) -> tuple[str | None, str]:
     if os.name != "posix" or os.geteuid() != 0 or not shutil.which("apt-get"):
         return None, f"{name} is not installed: {how}"
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install = ["apt-get", "install", "-y", "--no-install-recommends", package]
+    # two test workers may install at once: apt-get then waits for the other's lock instead of failing
+    apt = ["apt-get", "-o", "DPkg::Lock::Timeout=600"]
+    install = [*apt, "install", "-y", "--no-install-recommends", package]
     try:
         if subprocess.run(install, env=env, capture_output=True, timeout=900).returncode != 0:
-            subprocess.run(["apt-get", "update"], env=env, capture_output=True, timeout=900)  # a stale package list
+            subprocess.run([*apt, "update"], env=env, capture_output=True, timeout=900)  # a stale package list
             result = subprocess.run(install, env=env, capture_output=True, text=True, timeout=900)
             if result.returncode != 0:
                 return None, f"{package} could not be installed with apt-get: {result.stderr.strip()[-400:]}"
