@@ -103,10 +103,11 @@ def student_jupyter_config() -> Path:
 
 
 def workers(extra: list[str], named_paths: bool) -> list[str]:
-    """pytest-xdist options for a run over the whole suite: a worker per core (at most four: each notebook
-    kernel already uses every core for torch), and each file whole on one worker (`--dist loadfile`), so a
-    notebook's cells run in order in one kernel and a module's fixtures are made once. Not for named files,
-    nor when the arguments choose workers themselves or need one process (``--pdb``, ``-p no:xdist``)."""
+    """pytest-xdist options for a run over the whole suite: a worker per core (at most four), and each file
+    whole on one worker (`--dist loadfile`), so a notebook's cells run in order in one kernel and a module's
+    fixtures are made once. Not for named files, nor when the arguments choose workers themselves or need one
+    process (``--pdb``, ``-p no:xdist``). Each worker's torch then gets its share of the cores (`main` sets
+    OMP_NUM_THREADS): two kernels each spinning two threads on two cores run slower than one after the other."""
     chosen = {"-n", "--numprocesses", "--pdb", "--trace", "-p", "-s"}
     if named_paths or (os.cpu_count() or 1) < 2 or any(arg.split("=")[0] in chosen or arg.startswith("-n")
                                                         for arg in extra):
@@ -149,7 +150,11 @@ def main(argv: list[str]) -> int:
         named_paths = any(Path(arg.split("::")[0]).exists() for arg in extra if not arg.startswith("-"))
         paths = [] if named_paths else ["tests"] if quick else ["tests", "notebooks"]
         options = ["-m", "not slow"] if quick else NBVAL
-        cmd = [str(PYTHON), "-m", "pytest", *paths, *options, *workers(extra, named_paths), *extra]
+        parallel = workers(extra, named_paths)
+        if parallel and "OMP_NUM_THREADS" not in os.environ:   # the cores shared out, not oversubscribed
+            threads = str(max(1, (os.cpu_count() or 1) // int(parallel[1])))
+            os.environ.update(OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
+        cmd = [str(PYTHON), "-m", "pytest", *paths, *options, *parallel, *extra]
     print("$", Path(cmd[0]).name, *cmd[1:], flush=True)
     return subprocess.call(cmd)
 
