@@ -10,7 +10,7 @@ from torch import nn
 from minibert import BertConfig, BertForPreTraining, BertForSequenceClassification, BertModel, TrainConfig, Trainer
 from minibert.compression.distillation import Distiller, distillation_loss, student_from_teacher
 from minibert.compression.pruning import head_importance, least_important
-from minibert.compression.quantization import latency_ms, quantize_dynamic, size_mb
+from minibert.compression.quantization import latencies_ms, latency_ms, quantize_dynamic, size_mb
 
 SMALL = dict(vocab_size=120, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=64,
              max_position_embeddings=32)
@@ -215,6 +215,28 @@ def test_dynamic_quantisation_shrinks_linear_weights_and_keeps_the_predictions()
     assert size_mb(quantized) < 0.5 * size_mb(model)
     assert torch.allclose(quantized(**x).logits, model(**x).logits, atol=0.05)
     assert latency_ms(quantized, x, repeats=2, warmup=1) > 0
+
+
+def test_models_compared_for_speed_are_timed_interleaved_in_eval_mode():
+    """Timed one after another, a machine that slows down in between makes identical models differ; timed in
+    rounds, each round passing every model once, a slowdown shifts them all alike."""
+    calls = []
+
+    class Recorder(nn.Module):
+        def __init__(self, name):
+            super().__init__()
+            self.name, self.dropout = name, nn.Dropout(0.5)
+
+        def forward(self, x):
+            calls.append((self.name, self.training))
+            return self.dropout(x)
+
+    models = {"a": Recorder("a"), "b": Recorder("b").train()}
+    times = latencies_ms(models, {"x": torch.ones(3)}, rounds=3, warmup=1)
+    assert set(times) == {"a", "b"} and all(t > 0 for t in times.values())
+    assert [name for name, _ in calls] == ["a", "b"] * 4, "interleaved, warm-up round included"
+    assert not any(training for _, training in calls), "timed without dropout"
+    assert models["b"].training, "each model's own mode is given back"
 
 
 # --- the same-budget comparison and the small Table 6 ---------------------------------------------

@@ -1,7 +1,8 @@
 """Notebook 03's capstone, the student's own BERT, graded by its own test cells: run here directly (no
 nbgrader, seconds) in a namespace built as the notebook builds it, with the instructor's solution and
-with answers that must not pass: a model that wraps the library, one that calls it by a back door, a
-pre-LN wiring, and a loader that lets transformers do the reading. nbgrader's own autograde of the
+with answers that must not pass: a model that wraps the library, one that calls it by a back door, wiring
+bugs (each told where it first differs, its loader still graded on its own), and loaders that forget the
+file, eval mode, or let transformers do the reading. nbgrader's own autograde of the
 whole notebook (full marks for the solutions, zero for the release) is in test_grading.py."""
 from pathlib import Path
 
@@ -106,14 +107,40 @@ def load_bert_weights(my_bert, state_dict):
     assert outcome["ex03_my_bert_tests"].startswith("AssertionError: write it yourself")
 
 
-def test_a_pre_ln_wiring_does_not_pass(notebook):
-    pre_ln = notebook["ex03_my_bert"].replace(
-        'x = layer["norm1"](x + layer["o"](context))', 'x = x + layer["o"](context)').replace(
-        'x = layer["norm2"](x + layer["ff2"](F.gelu(layer["ff1"](x))))',
-        'x = layer["norm2"](x + layer["ff2"](F.gelu(layer["ff1"](layer["norm1"](x)))))')
-    assert pre_ln != notebook["ex03_my_bert"]
-    outcome = grade(notebook, ex03_my_bert=pre_ln)
-    assert outcome["ex03_my_bert_tests"].startswith("AssertionError: sequence_output: max |difference|")
+WIRING_BUGS = {  # a bug of the capstone -> (the solution's line, the buggy line, what the feedback must name)
+    "pre-LN": ('x = layer["norm1"](x + layer["o"](context))\n            x = layer["norm2"](x + layer["ff2"](F.gelu(layer["ff1"](x))))',
+               'x = x + layer["o"](context)\n            x = layer["norm2"](x + layer["ff2"](F.gelu(layer["ff1"](layer["norm1"](x)))))',
+               "the embeddings agree; layer 1 of 2 is the first that differs"),
+    "positions off by one": ("positions = torch.arange(T, device=input_ids.device)",
+                             "positions = torch.arange(1, T + 1, device=input_ids.device)",
+                             "the embeddings already differ"),
+    "segments ignored": ("+ self.segment(token_type_ids))", "+ self.segment(torch.zeros_like(token_type_ids)))",
+                         "with two segments (token_type_ids 0 and 1), though it agrees with one"),
+    "no padding mask": (".masked_fill(~keep, torch.finfo(x.dtype).min)", "", "with padding, though it agrees without"),
+    "pooler on the mean": ("return x, torch.tanh(self.pooler(x[:, 0]))", "return x, torch.tanh(self.pooler(x.mean(1)))",
+                           "every layer agrees; the pooled output differs"),
+}
+
+
+@pytest.mark.parametrize("bug", WIRING_BUGS)
+def test_a_wrong_capstone_is_told_where_it_first_differs_and_its_loader_still_counts(notebook, bug):
+    """The feedback names the first part that differs, not only "max |difference| 2.4"; and the loading
+    exercise after it is graded on its own: a correct loader keeps its points beside a wrong model."""
+    right, wrong, named = WIRING_BUGS[bug]
+    buggy = notebook["ex03_my_bert"].replace(right, wrong)
+    assert buggy != notebook["ex03_my_bert"]
+    outcome = grade(notebook, ex03_my_bert=buggy)
+    assert outcome["ex03_my_bert_tests"] is not None and named in outcome["ex03_my_bert_tests"], outcome
+    assert outcome["ex03_my_minilm_tests"] is None, outcome
+
+
+def test_a_loader_that_forgets_eval_mode_or_the_file_loses_its_own_points(notebook):
+    no_eval = notebook["ex03_my_minilm"].replace("return my_bert.eval()", "return my_bert")
+    assert grade(notebook, ex03_my_minilm=no_eval)["ex03_my_minilm_tests"].startswith("AssertionError: return the model in eval")
+    random_weights = notebook["ex03_my_minilm"].replace(
+        'load_bert_weights(my_bert, load_file(Path(folder) / "model.safetensors"))', "")
+    outcome = grade(notebook, ex03_my_minilm=random_weights)
+    assert "not the folder's tensor" in outcome["ex03_my_minilm_tests"], outcome
 
 
 def test_a_loader_that_lets_transformers_read_the_folder_gets_nothing(notebook):

@@ -95,7 +95,7 @@ def glue_parser() -> argparse.ArgumentParser:
     from ..experiments.glue import TASKS, GlueSettings
 
     p = _parser("minibert experiment glue",
-                "The paper's table of fine-tuning results (Table 1: MRPC, STS-B, RTE, SST-2, QNLI; Table 3: "
+                "The paper's table of fine-tuning results (Table 1: MRPC, STS-B, RTE, SST-2, QNLI; Table 7: "
                 "CoNLL-2003 NER) for one model: a `minibert finetune --preset paper` run per task in --runs "
                 "(a finished run is read, an interrupted one resumed), then a results file beside the paper's "
                 "figures.")

@@ -9,6 +9,7 @@ inference gets faster and the weights 4× smaller. (PyTorch now points to torcha
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import io
 import statistics
@@ -48,3 +49,22 @@ def latency_ms(model: nn.Module, inputs: dict[str, torch.Tensor], repeats: int =
             if i >= warmup:
                 times.append(time.perf_counter() - start)
     return 1000 * statistics.median(times)
+
+
+@torch.no_grad()
+def latencies_ms(models: dict[str, nn.Module], inputs: dict[str, torch.Tensor], rounds: int = 7,
+                 warmup: int = 1) -> dict[str, float]:
+    """Median milliseconds of one forward pass for each of ``models``, timed **interleaved**: every round
+    times each model once, so a machine that gets busier or quieter (another program, the CPU's clock)
+    shifts them all alike. Timed one after another, minutes apart, two identical models can differ 2×."""
+    times: dict[str, list[float]] = {name: [] for name in models}
+    with contextlib.ExitStack() as modes:
+        for model in models.values():
+            modes.enter_context(eval_mode(model))
+        for round_ in range(warmup + rounds):
+            for name, model in models.items():
+                start = time.perf_counter()
+                model(**inputs)
+                if round_ >= warmup:
+                    times[name].append(time.perf_counter() - start)
+    return {name: 1000 * statistics.median(t) for name, t in times.items()}

@@ -56,10 +56,10 @@ GLUE = (
              "set is wrong on dev, and no system submitted to GLUE then beat the majority class (65.1); BERT's "
              "submission answered the majority class"),
 )
-# Not GLUE, but the paper's Table 3 and a row of the course's table (notebook 09's task).
+# Not GLUE, but the paper's Table 7 and a row of the course's table (notebook 09's task).
 CONLL2003_NER = GlueTask("NER", "ner", "which words name a person, place, organisation or other? (CoNLL-2003)",
                          14_041, 3_453, "F1", 92.4, 92.8,
-                         "Table 3, not GLUE: F1 of whole entities (seqeval), test labels public; the paper's "
+                         "Table 7, not GLUE: F1 of whole entities (seqeval), test labels public; the paper's "
                          "figure used each word's document context, ours the sentence alone")
 MNLI_MISMATCHED = {"BERT-base": 83.4, "BERT-large": 85.9}  # Table 1's MNLI-mm column
 TABLE1_AVERAGE = {"BERT-base": 79.6, "BERT-large": 82.1}   # Table 1's average of its nine columns (WNLI left out)

@@ -12,7 +12,7 @@ model's length, or a lone emoji variation selector that the tokenizer drops) is 
 
 CoNLL-2003 (Tjong Kim Sang and De Meulder 2003): Reuters news, 4 types (PER, LOC, ORG, MISC);
 ``eng.train`` to train on, ``eng.testa`` is dev and ``eng.testb`` test, where BERT-base reaches
-F1 96.4 and 92.4 (Table 3). The files use IOB1, where ``B-`` appears only between two entities of
+F1 96.4 and 92.4 (Table 7). The files use IOB1, where ``B-`` appears only between two entities of
 the same type, so they are converted to IOB2 (`iob1_to_iob2`); ``-DOCSTART-`` lines mark articles
 and are skipped. **No licence is stated for CoNLL-2003**: the text is Reuters newswire, for
 research use; redistribution is not clearly permitted.
