@@ -22,6 +22,7 @@ def plot_history(history):
     loss_ax.legend()
     lr_ax.plot(*history.series("lr"))
     lr_ax.set(xlabel="step", ylabel="learning rate", title="learning rate")
+    lr_ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 3), useMathText=True)   # 8×10⁻⁵, not 0.00008
     values = []
     for name in metrics:
         steps, series = history.series(name)
