@@ -38,17 +38,10 @@ def size_mb(model: nn.Module) -> float:
     return buffer.getbuffer().nbytes / 1e6
 
 
-@torch.no_grad()
 def latency_ms(model: nn.Module, inputs: dict[str, torch.Tensor], repeats: int = 10, warmup: int = 2) -> float:
-    """Median milliseconds of one forward pass on ``inputs`` (a batch), after ``warmup`` passes."""
-    with eval_mode(model):
-        times = []
-        for i in range(warmup + repeats):
-            start = time.perf_counter()
-            model(**inputs)
-            if i >= warmup:
-                times.append(time.perf_counter() - start)
-    return 1000 * statistics.median(times)
+    """Median milliseconds of one forward pass on ``inputs`` (a batch), after ``warmup`` passes: `latencies_ms`
+    of one model."""
+    return latencies_ms({"model": model}, inputs, rounds=repeats, warmup=warmup)["model"]
 
 
 @torch.no_grad()
