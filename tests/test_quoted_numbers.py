@@ -38,13 +38,7 @@ def prose(text: str) -> str:
 
 
 def numbers_in(text: str) -> list[float]:
-    found = []
-    for match in WRITTEN.finditer(text):
-        try:
-            found.append(float(match.group(0).replace(",", "")))
-        except ValueError:   # an exponent too large for a float
-            continue
-    return found
+    return [float(match.group(0).replace(",", "")) for match in WRITTEN.finditer(text)]
 
 
 def notebook_numbers(path: Path) -> list[float]:
