@@ -36,3 +36,47 @@ def pytest_collectstart(collector):
     if getattr(collector, "fspath", None) is not None and collector.fspath.ext == ".ipynb":
         collector.skip_compare += ("text/html", "application/javascript",
                                    "application/vnd.jupyter.widget-view+json")
+
+
+# --- how long each notebook took under nbval: the run times the headers state are measured here ------
+_notebook_seconds: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    """Adds up each notebook's cells, setup to teardown (nbval runs one test per cell and starts the kernel in
+    the first one's setup; under pytest-xdist the reports reach the controller, so the sums cover every worker)."""
+    path = report.nodeid.split("::")[0]
+    if path.endswith(".ipynb"):
+        _notebook_seconds[path] = _notebook_seconds.get(path, 0.0) + report.duration
+
+
+def _late_notebooks() -> list[str]:
+    from minibert.course import run_times
+
+    measured = {Path(path).stem: seconds for path, seconds in _notebook_seconds.items()}
+    return run_times.check(measured, run_times.load(ROOT / "notebooks"))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A full run executes every notebook the way a busy laptop does: one that took more than twice the
+    busy time its header states fails the run (minibert.course.run_times)."""
+    on_a_worker = hasattr(session.config, "workerinput")   # pytest-xdist: the controller decides
+    if not on_a_worker and _notebook_seconds and _late_notebooks() and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter):
+    """One line per notebook that ran: the time this run measured, beside the figures its header states."""
+    if not _notebook_seconds:
+        return
+    from minibert.course import run_times
+
+    figures = run_times.load(ROOT / "notebooks")
+    terminalreporter.section("notebook run times (nbval, this run)")
+    for path, seconds in sorted(_notebook_seconds.items()):
+        stem = Path(path).stem
+        stated = figures.get(stem, {})
+        terminalreporter.write_line(f"{stem:<28} {seconds:6.0f} s   stated: quiet {stated.get('quiet_s')} s, "
+                                    f"busy {stated.get('busy_s')} s")
+    for line in _late_notebooks():
+        terminalreporter.write_line(f"TOO SLOW FOR ITS HEADER: {line}", red=True)

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # what editors and type checkers read; at run time the names load lazily below
     from .config import PRESETS, BertConfig
-    from .heads import (BertForMaskedLM, BertForPreTraining, BertForQuestionAnswering, BertForSequenceClassification,
-                        BertForTokenClassification)
+    from .heads import (BertForMaskedLM, BertForMultipleChoice, BertForPreTraining, BertForQuestionAnswering,
+                        BertForSequenceClassification, BertForTokenClassification)
     from .model import BertModel
     from .tokenizer import BertTokenizer
     from .training import History, TrainConfig, Trainer
@@ -24,6 +24,7 @@ _LAZY = {  # public name -> the module that defines it
     "BertForSequenceClassification": "minibert.heads",
     "BertForQuestionAnswering": "minibert.heads",
     "BertForTokenClassification": "minibert.heads",
+    "BertForMultipleChoice": "minibert.heads",
     "BertTokenizer": "minibert.tokenizer",
     "Trainer": "minibert.training",
     "TrainConfig": "minibert.training",

@@ -4,8 +4,8 @@ Masked LM predicts the original token at masked positions through a transform + 
 shares its weights with the input embeddings (`BertLMPredictionHead`, `tie_decoder`, `masked_lm`);
 NSP classifies the pooled [CLS] vector as IsNext / NotNext (`NextSentencePredictionHead`).
 Fine-tuning adds one linear layer: on [CLS] for sentence classification, on every token for
-tagging, and a start/end scorer over tokens for SQuAD spans. Every model computes its loss when
-given labels; label -100 marks positions that do not count.
+tagging, a start/end scorer over tokens for SQuAD spans, and one score per candidate for multiple
+choice (SWAG). Every model computes its loss when given labels; label -100 marks positions that do not count.
 """
 from __future__ import annotations
 
@@ -247,3 +247,32 @@ class BertForQuestionAnswering(BertPreTrainedModel):
             loss = (F.cross_entropy(start_logits, start, ignore_index=T)
                     + F.cross_entropy(end_logits, end, ignore_index=T)) / 2
         return QuestionAnsweringOutput(start_logits, end_logits, loss, out.hidden_states, out.attentions)
+
+
+class BertForMultipleChoice(BertPreTrainedModel):
+    """SWAG (§4.4): each of the k choices is read with the context as its own pair ``[CLS] A [SEP] B_i [SEP]``,
+    and a single vector V scores each pooled [CLS] vector, V·C_i; the choices compete in a softmax.
+
+    One score per choice, not one class per choice: the layer is H → 1 whatever k is, so the same weights
+    rank four endings or five, and a choice's score does not depend on where it was listed. Inputs are
+    (B, k, T); the encoder reads them as B·k pairs, as transformers does, so ``hidden_states`` and
+    ``attentions`` come back per pair, (B·k, ...); ``logits`` are (B, k), ``labels`` (B,) the right choice.
+    """
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config)
+        p = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+        self.dropout = nn.Dropout(p)
+        self.classifier = nn.Linear(config.hidden_size, 1)
+        self.init_weights()
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None,
+                output_attentions=False, output_hidden_states=False):
+        num_choices = input_ids.size(1)
+        flat = [None if x is None else x.flatten(0, 1) for x in (input_ids, attention_mask, token_type_ids)]  # (B·k, T)
+        out = self.bert(*flat, output_attentions, output_hidden_states)
+        logits = self.classifier(self.dropout(out.pooler_output)).view(-1, num_choices)  # (B·k, 1) -> (B, k)
+        loss = None if labels is None else F.cross_entropy(logits, labels.view(-1))
+        return TaskOutput(logits, loss, out.hidden_states, out.attentions)

@@ -254,7 +254,7 @@ class PretrainedMixin(_Module):
             raise ValueError(f"{weights} holds {max(layers) + 1} encoder layers, and its config (or your overrides) "
                              f"{config.num_hidden_layers}: loading would silently drop layers "
                              f"{config.num_hidden_layers} to {max(layers)}. Fix num_hidden_layers in {config_file}, "
-                             "or keep the layers you want explicitly (as notebook 11's distillation does)")
+                             "or keep the layers you want explicitly (as notebook 12's distillation does)")
         refuse_not_finite(state, weights, "the file is damaged, or the training that wrote it had diverged; load "
                                           "another checkpoint")
         model.load_state_dict({k: v for k, v in state.items() if k in expected}, strict=False)
@@ -306,7 +306,7 @@ class PretrainedMixin(_Module):
 #
 # Loading turns the rows back into fp32 before the model sees them, so the model computes exactly as
 # it would with the rounded fp32 weights: this is about the size of a download or a repository,
-# unlike the *dynamic* quantisation of notebook 11, which computes in int8 to run faster. The file is
+# unlike the *dynamic* quantisation of notebook 12, which computes in int8 to run faster. The file is
 # still plain safetensors (no pickle), but only minibert reads it: transformers does not know the
 # ``.int8_scale`` tensors and would compute with the raw integers. So the file is named
 # ``model.int8.safetensors`` and config.json says ``"model_type": "minibert"``: transformers' Auto

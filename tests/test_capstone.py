@@ -1,4 +1,4 @@
-"""Notebook 03's capstone, the student's own BERT, graded by its own test cells: run here directly (no
+"""Notebook 03b, the capstone: the student's own BERT, graded by its own test cells: run here directly (no
 nbgrader, seconds) in a namespace built as the notebook builds it, with the instructor's solution and
 with answers that must not pass: a model that wraps the library, one that calls it by a back door, wiring
 bugs (each told where it first differs, its loader still graded on its own), and loaders that forget the
@@ -10,7 +10,7 @@ import nbformat
 import pytest
 from offline import minilm_tokenizer
 
-NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "03_the_encoder.ipynb"
+NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "03b_capstone.ipynb"
 
 
 def cells() -> dict[str, str]:
@@ -41,7 +41,7 @@ def grade(notebook, **answers) -> dict[str, str | None]:
     """Each test cell of the capstone run after its solution cell (the instructor's, unless ``answers``
     replaces it): None where it passed, else the error it raised."""
     namespace, outcome = kernel(notebook), {}
-    for solution, tests in [("ex03_my_bert", "ex03_my_bert_tests"), ("ex03_my_minilm", "ex03_my_minilm_tests")]:
+    for solution, tests in [("ex03b_my_bert", "ex03b_my_bert_tests"), ("ex03b_my_minilm", "ex03b_my_minilm_tests")]:
         exec(answers.get(solution, notebook[solution]), namespace)
         try:
             exec(notebook[tests], namespace)
@@ -52,11 +52,11 @@ def grade(notebook, **answers) -> dict[str, str | None]:
 
 
 def test_the_solutions_pass_every_test_of_the_capstone(notebook):
-    assert grade(notebook) == {"ex03_my_bert_tests": None, "ex03_my_minilm_tests": None}
+    assert grade(notebook) == {"ex03b_my_bert_tests": None, "ex03b_my_minilm_tests": None}
 
 
 def test_a_bert_that_wraps_the_library_gets_nothing(notebook):
-    wrapped = notebook["ex03_my_bert"].replace("class MyBert(nn.Module):", "class _Honest(nn.Module):") + """
+    wrapped = notebook["ex03b_my_bert"].replace("class MyBert(nn.Module):", "class _Honest(nn.Module):") + """
 
 class MyBert(nn.Module):
     def __init__(self, config):
@@ -72,14 +72,14 @@ class MyBert(nn.Module):
 def load_bert_weights(my_bert, state_dict):
     my_bert.inner.load_state_dict({k.removeprefix("bert."): v for k, v in state_dict.items()}, strict=False)
 """
-    outcome = grade(notebook, ex03_my_bert=wrapped)
-    assert outcome["ex03_my_bert_tests"].startswith("AssertionError") and "minibert.model" in outcome["ex03_my_bert_tests"]
+    outcome = grade(notebook, ex03b_my_bert=wrapped)
+    assert outcome["ex03b_my_bert_tests"].startswith("AssertionError") and "minibert.model" in outcome["ex03b_my_bert_tests"]
 
 
 def test_a_back_door_to_the_library_is_refused(notebook):
     """Honest parameters and loader, but the arithmetic handed to the library's BertModel, found by a name
     built at run time (no reading of the code can see it): the library's forward raises while the tests run."""
-    back_door = notebook["ex03_my_bert"] + """
+    back_door = notebook["ex03b_my_bert"] + """
 
 _Honest, _honest_load = MyBert, load_bert_weights
 
@@ -103,8 +103,8 @@ def load_bert_weights(my_bert, state_dict):
     kept = {k.removeprefix("bert."): v for k, v in state_dict.items() if not k.startswith("cls.")}
     my_bert.stashed = (my_bert.stashed[0], kept)
 """
-    outcome = grade(notebook, ex03_my_bert=back_door)
-    assert outcome["ex03_my_bert_tests"].startswith("AssertionError: write it yourself")
+    outcome = grade(notebook, ex03b_my_bert=back_door)
+    assert outcome["ex03b_my_bert_tests"].startswith("AssertionError: write it yourself")
 
 
 WIRING_BUGS = {  # a bug of the capstone -> (the solution's line, the buggy line, what the feedback must name)
@@ -127,30 +127,30 @@ def test_a_wrong_capstone_is_told_where_it_first_differs_and_its_loader_still_co
     """The feedback names the first part that differs, not only "max |difference| 2.4"; and the loading
     exercise after it is graded on its own: a correct loader keeps its points beside a wrong model."""
     right, wrong, named = WIRING_BUGS[bug]
-    buggy = notebook["ex03_my_bert"].replace(right, wrong)
-    assert buggy != notebook["ex03_my_bert"]
-    outcome = grade(notebook, ex03_my_bert=buggy)
-    assert outcome["ex03_my_bert_tests"] is not None and named in outcome["ex03_my_bert_tests"], outcome
-    assert outcome["ex03_my_minilm_tests"] is None, outcome
+    buggy = notebook["ex03b_my_bert"].replace(right, wrong)
+    assert buggy != notebook["ex03b_my_bert"]
+    outcome = grade(notebook, ex03b_my_bert=buggy)
+    assert outcome["ex03b_my_bert_tests"] is not None and named in outcome["ex03b_my_bert_tests"], outcome
+    assert outcome["ex03b_my_minilm_tests"] is None, outcome
 
 
 def test_a_loader_that_forgets_eval_mode_or_the_file_loses_its_own_points(notebook):
-    no_eval = notebook["ex03_my_minilm"].replace("return my_bert.eval()", "return my_bert")
-    assert grade(notebook, ex03_my_minilm=no_eval)["ex03_my_minilm_tests"].startswith("AssertionError: return the model in eval")
-    random_weights = notebook["ex03_my_minilm"].replace(
+    no_eval = notebook["ex03b_my_minilm"].replace("return my_bert.eval()", "return my_bert")
+    assert grade(notebook, ex03b_my_minilm=no_eval)["ex03b_my_minilm_tests"].startswith("AssertionError: return the model in eval")
+    random_weights = notebook["ex03b_my_minilm"].replace(
         'load_bert_weights(my_bert, load_file(Path(folder) / "model.safetensors"))', "")
-    outcome = grade(notebook, ex03_my_minilm=random_weights)
-    assert "not the folder's tensor" in outcome["ex03_my_minilm_tests"], outcome
+    outcome = grade(notebook, ex03b_my_minilm=random_weights)
+    assert "not the folder's tensor" in outcome["ex03b_my_minilm_tests"], outcome
 
 
 def test_a_loader_that_lets_transformers_read_the_folder_gets_nothing(notebook):
-    borrowed = notebook["ex03_my_minilm"].replace(
+    borrowed = notebook["ex03b_my_minilm"].replace(
         'load_bert_weights(my_bert, load_file(Path(folder) / "model.safetensors"))',
         'load_bert_weights(my_bert, transformers.BertModel.from_pretrained(folder).state_dict())')
-    assert borrowed != notebook["ex03_my_minilm"]
-    outcome = grade(notebook, ex03_my_minilm=borrowed)
-    assert outcome["ex03_my_bert_tests"] is None
-    assert outcome["ex03_my_minilm_tests"].startswith("AssertionError: write it yourself")
+    assert borrowed != notebook["ex03b_my_minilm"]
+    outcome = grade(notebook, ex03b_my_minilm=borrowed)
+    assert outcome["ex03b_my_bert_tests"] is None
+    assert outcome["ex03b_my_minilm_tests"].startswith("AssertionError: write it yourself")
 
 
 # --- the student's BERT carried into notebooks 04 and 07 (minibert.course.capstone) -------------------
@@ -167,7 +167,7 @@ def test_the_capstone_is_kept_and_comes_back_as_the_students_own(notebook, tmp_p
     from minibert.course.capstone import MARK, keep, student_bert
 
     namespace = kernel(notebook)
-    as_a_cell(notebook["ex03_my_bert"], namespace)
+    as_a_cell(notebook["ex03b_my_bert"], namespace)
     saved = keep(namespace["MyBert"], namespace["load_bert_weights"], tmp_path)
     assert saved == tmp_path / "my_bert.py" and saved.read_text().startswith(MARK)
     assert "class MyBert" in saved.read_text() and "def load_bert_weights" in saved.read_text()
@@ -198,7 +198,7 @@ def test_keeping_never_overwrites_a_file_it_did_not_write(notebook, tmp_path, ca
     mine = tmp_path / "my_bert.py"
     mine.write_text("# my own experiments\n")
     namespace = kernel(notebook)
-    as_a_cell(notebook["ex03_my_bert"], namespace)
+    as_a_cell(notebook["ex03b_my_bert"], namespace)
     assert keep(namespace["MyBert"], namespace["load_bert_weights"], tmp_path) is None
     assert mine.read_text() == "# my own experiments\n"
     assert "exists and was not written here" in capsys.readouterr().out

@@ -33,6 +33,7 @@ from minibert.viz.diagrams import (  # noqa: E402
     smallest_font_pt,
 )
 from minibert.viz.figure1 import figure1_counts, plot_figure1  # noqa: E402
+from minibert.viz.transformer_family import plot_encoder_decoder  # noqa: E402
 
 PRESETS = ["bert-tiny", "bert-base"]
 DIAGRAMS = {
@@ -43,6 +44,7 @@ DIAGRAMS = {
     "figure 4": lambda preset: plot_figure4(),
     "figure 3": lambda preset: plot_figure3(),
     "figure 1": plot_figure1,
+    "encoder-decoder": lambda preset: plot_encoder_decoder(),
 }
 
 
@@ -203,3 +205,19 @@ def test_the_masked_batch_picture_reads_each_kind_back_from_the_labels(tokenizer
     assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == [name for name, _ in KINDS]
     assert smallest_font_pt(fig) >= 10
     plt.close(fig)
+
+
+def test_encoder_decoder_keeps_cross_attention_and_masking_on_the_transformers_side():
+    """BERT's column has the encoder's sub-layers and its heads, never the decoder's: no masked
+    self-attention, no cross-attention, no next-token softmax (everything right of the dotted line)."""
+    fig = plot_encoder_decoder()
+    texts = drawn_texts(fig)
+    divider = 6.45 * fig.dpi  # the dotted line, in inches from the left, in the renderer's pixels
+    bert = [t.text for t in texts if t.bbox.x0 > divider]            # every label, whole
+    transformer = [t.text for t in texts if t.bbox.x1 < divider]
+    for part in ("cross-attention\n(to the encoder)", "masked self-attention\n(left to right)", "next-token softmax"):
+        assert part in transformer and part not in bert
+    for part in ("self-attention\n(both directions)", "feed-forward", "MLM and NSP heads"):
+        assert part in bert
+    assert transformer.count("feed-forward") == 2 and bert.count("feed-forward") == 1
+    assert any(text.startswith("[CLS]") for text in bert)

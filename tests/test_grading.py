@@ -374,7 +374,7 @@ def read_only_cell(grade_id: str, source: str, tagged=True) -> nbformat.Notebook
 
 
 def test_grading_skips_the_cells_the_instructor_marks_and_only_those(tmp_path):
-    """Notebook 04's training run sits before its last exercise (a question on stored results): grading
+    """Notebook 07's fine-tuning run sits before its last exercise (a question on frozen features): grading
     skips it, and the tests after it still run and score. A submission cannot skip cells by tagging them
     (its copy is matched to the instructor's by grade_id, and only the instructor's tags count), and a
     test cell marked to be skipped in the instructor's copy is a markup error, not a free pass."""
@@ -518,11 +518,11 @@ def test_course_unsolved_exercises_do_not_stop_run_all(notebook):
 
 @pytest.mark.parametrize("notebook", COURSE_GRADED)
 def test_course_exercise_headings_state_their_points(notebook):
-    """A student sees what an exercise is worth where it starts: each exercise heading, in order, names
-    the points of its test cell."""
+    """A student sees what an exercise is worth where it starts: each exercise (or prediction) heading, in
+    order, names the points of its test cell."""
     nb = nbformat.read(COURSE / f"{notebook}.ipynb", as_version=4)
     headings = [line for cell in nb.cells if cell.cell_type == "markdown" for line in cell.source.splitlines()
-                if line.startswith("#") and "Exercise" in line]
+                if line.startswith("#") and ("Exercise" in line or "Predict first" in line)]
     points = [cell.metadata.nbgrader["points"] for cell in nb.cells if cell.metadata.get("nbgrader", {}).get("grade")]
     stated = [int(m.group(1)) if (m := re.search(r"\((\d+) points?\)", h)) else None for h in headings]
     assert stated == points, f"{notebook}: headings {headings} for test cells worth {points}"
@@ -589,7 +589,8 @@ def test_course_exercise_answered_with_the_library_gets_a_note_beside_its_points
     submission = submit(release, tmp_path / "submission", notebook="01_inputs.ipynb",
                         ex01_wordpiece=LIBRARY_WORDPIECE, ex01_embedding_sum=honest)
     cells = grading.autograde(submission, source=source).notebooks["01_inputs"]
-    assert {grade_id: (cell.score, cell.max_score) for grade_id, cell in cells.items()} == {
+    exercises_graded = ("ex01_wordpiece_tests", "ex01_embedding_sum_tests")   # 01's predictions are left unanswered
+    assert {grade_id: (cells[grade_id].score, cells[grade_id].max_score) for grade_id in exercises_graded} == {
         "ex01_wordpiece_tests": (2, 2), "ex01_embedding_sum_tests": (2, 2)}
     assert any("wordpiece is minibert.tokenizer.wordpiece" in note for note in cells["ex01_wordpiece_tests"].notes)
     assert not cells["ex01_embedding_sum_tests"].notes
@@ -663,3 +664,15 @@ def test_a_failed_grading_reports_its_cause_not_nbgraders_summary():
     assert cause("\n".join(log)) == ("nbclient.exceptions.CellTimeoutError: A cell timed out while it was being "
                                      "executed, after 600 seconds.")
     assert cause("just one line") == "just one line" and cause("") == "nbgrader gave no output"
+
+
+def test_instructors_guide_states_the_course_totals():
+    """INSTRUCTORS.md says how many questions the course grades and for how many points: counted here from the
+    instructor notebooks' test cells, so the sentence stays true when a question is added."""
+    graded = [cell.metadata["nbgrader"] for path in sorted(COURSE.glob("*.ipynb"))
+              for cell in nbformat.read(path, as_version=4).cells if cell.metadata.get("nbgrader", {}).get("grade")]
+    predictions = sum("_predict_" in meta["grade_id"] for meta in graded)
+    points = sum(meta["points"] for meta in graded)
+    expected = f"{len(graded) - predictions} graded exercises and {predictions} predictions, {points:g} points"
+    guide = " ".join((COURSE.parent / "INSTRUCTORS.md").read_text().split())
+    assert expected in guide, f"INSTRUCTORS.md should say: {expected}"

@@ -51,3 +51,26 @@ def test_nbval_markers_stand_alone(path):
         for line in "".join(cell["source"]).splitlines():
             if "NBVAL_" in line and line.strip().startswith("#"):
                 assert re.fullmatch(r"\s*#\s*NBVAL_[A-Z_]+\s*", line), f"put the reason on the next line: {line!r}"
+
+
+WORDS = re.compile(r"[A-Za-z0-9']+")
+MAX_WORDS, MAX_RUN = 3000, 20
+
+
+def session_shape(path) -> tuple[int, int]:
+    """(words of prose, the longest run of cells with no question in it: from the start, between two
+    solution cells, or after the last one)."""
+    cells = load(path)["cells"]
+    words = sum(len(WORDS.findall("".join(c["source"]))) for c in cells if c["cell_type"] == "markdown")
+    asked = [i for i, c in enumerate(cells) if c["metadata"].get("nbgrader", {}).get("solution")]
+    edges = [-1, *asked, len(cells)]
+    return words, max(b - a - 1 for a, b in zip(edges, edges[1:]))
+
+
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if not p.name.startswith("00_")], ids=lambda p: p.stem)
+def test_one_session(path):
+    """A lecture slot of 90 minutes: at most 3,000 words of prose, and never more than 20 cells without
+    something the student answers (an exercise, a judgement question or a prediction, CONVENTIONS.md 5a)."""
+    words, run = session_shape(path)
+    assert words <= MAX_WORDS, f"{path.name}: {words:,} words of prose, at most {MAX_WORDS:,}: split it or cut prose"
+    assert run <= MAX_RUN, f"{path.name}: {run} cells in a row with no question, at most {MAX_RUN}: add a prediction"

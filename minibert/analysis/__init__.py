@@ -1,4 +1,4 @@
-"""What BERT's attention heads learn (Clark et al. 2019, "What Does BERT Look At?"), for notebook 06.
+"""What BERT's attention heads learn (Clark et al. 2019, "What Does BERT Look At?"), for notebooks 06 and 06b.
 
 Read gold structure (`load_ud_english_ewt`, `load_gap`), run a model once over it, turn piece
 attention into word attention (`word_attention`) and score every layer x head against syntax

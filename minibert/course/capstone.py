@@ -1,11 +1,11 @@
-"""The student's own BERT from notebook 03, carried into the notebooks after it.
+"""The student's own BERT from notebook 03b, carried into the notebooks after it.
 
-Notebook 03's capstone ends with a whole BERT the student wrote from plain modules (`MyBert` and
-`load_bert_weights`). Every notebook runs in a kernel of its own, so that model would stay in 03.
+Notebook 03b, the capstone, ends with a whole BERT the student wrote from plain modules (`MyBert` and
+`load_bert_weights`). Every notebook runs in a kernel of its own, so that model would stay in 03b.
 `keep` writes the cell that defines it to ``my_bert.py`` beside the notebooks, once it has shown that
 it computes what the library's `BertModel` computes; `student_bert` imports it in a later notebook:
 04 puts the pre-trained weights of a real BERT into it and fills a blank with the masked-LM loss
-written there, 07 fine-tunes it. Until the capstone is solved (or where 03 has not been run) the
+written there, 07 fine-tunes it. Until the capstone is solved (or where 03b has not been run) the
 library stands in, wrapped to answer as `MyBert` does, so every notebook runs either way.
 
 Nothing of the user's is overwritten: ``my_bert.py`` is replaced only when it carries the mark
@@ -27,7 +27,9 @@ from ..config import BertConfig
 from ..model import BertModel
 
 FILE = "my_bert.py"
-MARK = "# Written by notebook 03 from your capstone (minibert.course.capstone.keep); its next save replaces it.\n"
+MARK = "# Written by notebook 03b from your capstone (minibert.course.capstone.keep); its next save replaces it.\n"
+# the marks of earlier releases (the capstone was notebook 03's last section): still ours to replace
+OUR_MARKS = (MARK, MARK.replace("notebook 03b ", "notebook 03 "))
 HEADER = ("import math\n\nimport torch\nimport torch.nn.functional as F\nfrom torch import nn\n\n"
           "from minibert import BertConfig\n\n\n")
 
@@ -100,7 +102,7 @@ def keep(my_bert_class, load_weights, folder: str | os.PathLike = ".") -> Path |
     work (`works`), and return the file; else say why and return None."""
     problem = works(my_bert_class, load_weights)
     target = Path(folder) / FILE
-    if problem is None and target.exists() and not target.read_text(errors="replace").startswith(MARK):
+    if problem is None and target.exists() and not target.read_text(errors="replace").startswith(OUR_MARKS):
         problem = f"{target} exists and was not written here; rename it and run this cell again"
     if problem is not None:
         print(f"Your BERT was not saved: {problem}. Notebooks 04 and 07 use the library's BertModel instead.")
@@ -122,11 +124,11 @@ def keep(my_bert_class, load_weights, folder: str | os.PathLike = ".") -> Path |
 
 
 def student_bert(folder: str | os.PathLike = ".") -> tuple[type, object, str]:
-    """(MyBert, load_bert_weights, whose) from ``folder/my_bert.py`` if notebook 03 saved a working one
+    """(MyBert, load_bert_weights, whose) from ``folder/my_bert.py`` if notebook 03b saved a working one
     there; else the library's stand-in, with ``whose`` saying which and why."""
     target = Path(folder) / FILE
     if not target.exists():
-        return LibraryBert, load_library_weights, "the library's BertModel (notebook 03's capstone is not saved)"
+        return LibraryBert, load_library_weights, "the library's BertModel (notebook 03b's capstone is not saved)"
     try:
         spec = importlib.util.spec_from_file_location("my_bert", target)
         module = importlib.util.module_from_spec(spec)
@@ -137,4 +139,4 @@ def student_bert(folder: str | os.PathLike = ".") -> tuple[type, object, str]:
     problem = works(my_bert_class, load_weights)
     if problem is not None:
         return LibraryBert, load_library_weights, f"the library's BertModel ({target}: {problem})"
-    return my_bert_class, load_weights, f"your MyBert from notebook 03 ({target})"
+    return my_bert_class, load_weights, f"your MyBert from notebook 03b ({target})"

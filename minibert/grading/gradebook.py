@@ -72,7 +72,7 @@ class Scores:
 
 ASSIGNMENT = "notebooks"
 IGNORED = shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__", "*.pyc", "CONVENTIONS.md",  # authors' notes stay home
-                                 "my_bert.py")  # notebook 03 writes it from the capstone: a solution when the instructor runs it
+                                 "my_bert.py")  # notebook 03b writes it from the capstone: a solution when the instructor runs it
 
 
 class GradingError(RuntimeError):
