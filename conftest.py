@@ -59,7 +59,7 @@ def _late_notebooks() -> list[str]:
 
 def pytest_sessionfinish(session, exitstatus):
     """A full run executes every notebook the way a busy laptop does: one that took more than twice the
-    busy time its header states fails the run (minibert.course.run_times)."""
+    busy time its header states, and a minute more, fails the run (minibert.course.run_times.check)."""
     on_a_worker = hasattr(session.config, "workerinput")   # pytest-xdist: the controller decides
     if not on_a_worker and _notebook_seconds and _late_notebooks() and exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
