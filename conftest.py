@@ -50,18 +50,22 @@ def pytest_runtest_logreport(report):
         _notebook_seconds[path] = _notebook_seconds.get(path, 0.0) + report.duration
 
 
-def _late_notebooks() -> list[str]:
+def _late_notebooks(factor=None) -> list[str]:
     from minibert.course import run_times
 
     measured = {Path(path).stem: seconds for path, seconds in _notebook_seconds.items()}
-    return run_times.check(measured, run_times.load(ROOT / "notebooks"))
+    return run_times.check(measured, run_times.load(ROOT / "notebooks"), factor or run_times.SLACK)
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """A full run executes every notebook the way a busy laptop does: one that took more than twice the
-    busy time its header states, and a minute more, fails the run (minibert.course.run_times.check)."""
+    """A full run executes every notebook the way a busy laptop does: one that took more than four times the
+    busy time its header states (and a minute more) fails the run; over twice, it is reported
+    (minibert.course.run_times.check)."""
+    from minibert.course import run_times
+
     on_a_worker = hasattr(session.config, "workerinput")   # pytest-xdist: the controller decides
-    if not on_a_worker and _notebook_seconds and _late_notebooks() and exitstatus == pytest.ExitCode.OK:
+    if (not on_a_worker and _notebook_seconds and exitstatus == pytest.ExitCode.OK
+            and _late_notebooks(run_times.FAIL_FACTOR)):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
@@ -75,8 +79,14 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.section("notebook run times (nbval, this run)")
     for path, seconds in sorted(_notebook_seconds.items()):
         stem = Path(path).stem
+        if stem not in figures:   # a test's own fixture notebook, not the course's
+            continue
         stated = figures.get(stem, {})
         terminalreporter.write_line(f"{stem:<28} {seconds:6.0f} s   stated: quiet {stated.get('quiet_s')} s, "
                                     f"busy {stated.get('busy_s')} s")
+    failing = set(_late_notebooks(run_times.FAIL_FACTOR))
     for line in _late_notebooks():
-        terminalreporter.write_line(f"TOO SLOW FOR ITS HEADER: {line}", red=True)
+        if line in failing:
+            terminalreporter.write_line(f"TOO SLOW FOR ITS HEADER (fails the run): {line}", red=True)
+        else:
+            terminalreporter.write_line(f"slower than its header (a slow or shared machine?): {line}", yellow=True)

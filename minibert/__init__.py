@@ -12,6 +12,8 @@ if TYPE_CHECKING:  # what editors and type checkers read; at run time the names 
     from .heads import (BertForMaskedLM, BertForMultipleChoice, BertForPreTraining, BertForQuestionAnswering,
                         BertForSequenceClassification, BertForTokenClassification)
     from .model import BertModel
+    from .modernbert.config import ModernBertConfig
+    from .modernbert.model import ModernBertForMaskedLM, ModernBertForSequenceClassification, ModernBertModel
     from .tokenizer import BertTokenizer
     from .training import History, TrainConfig, Trainer
 
@@ -25,6 +27,10 @@ _LAZY = {  # public name -> the module that defines it
     "BertForQuestionAnswering": "minibert.heads",
     "BertForTokenClassification": "minibert.heads",
     "BertForMultipleChoice": "minibert.heads",
+    "ModernBertConfig": "minibert.modernbert.config",
+    "ModernBertModel": "minibert.modernbert.model",
+    "ModernBertForMaskedLM": "minibert.modernbert.model",
+    "ModernBertForSequenceClassification": "minibert.modernbert.model",
     "BertTokenizer": "minibert.tokenizer",
     "Trainer": "minibert.training",
     "TrainConfig": "minibert.training",

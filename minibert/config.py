@@ -166,18 +166,7 @@ class BertConfig:
         return cls(**{**sizes, **overrides})
 
     def check_labels(self) -> None:
-        if self.id2label is None:
-            return
-        if not isinstance(self.id2label, dict) or not all(isinstance(v, str) and v for v in self.id2label.values()):
-            raise ValueError(f"BertConfig.id2label must map output indices to class names, got {self.id2label!r}")
-        try:
-            self.id2label = {int(i): name for i, name in self.id2label.items()}  # JSON's keys are strings
-        except (TypeError, ValueError):
-            raise ValueError(f"BertConfig.id2label's keys must be output indices 0, 1, ..., got {list(self.id2label)}") \
-                from None
-        if sorted(self.id2label) != list(range(self.num_labels)) or len(set(self.id2label.values())) < self.num_labels:
-            raise ValueError(f"BertConfig.id2label must name each of the num_labels={self.num_labels} outputs 0.."
-                             f"{self.num_labels - 1} once, with different names; got {self.id2label}")
+        self.id2label = checked_labels(self.id2label, self.num_labels, "BertConfig")
 
     def replace(self, **changes) -> "BertConfig":
         """A copy with ``changes``; a new ``num_labels`` without new names drops the old head's names."""
@@ -211,6 +200,9 @@ class BertConfig:
         kwargs = {k: v for k, v in data.items() if k in known}
         if isinstance(data.get("id2label"), dict) and "num_labels" not in data:
             kwargs["num_labels"] = len(data["id2label"])
+        if data.get("model_type") == "modernbert" or "local_attention" in data:  # the int8 one says "minibert"
+            raise ValueError(f"config has model_type {data.get('model_type')!r}: the folder holds a ModernBERT, not a BERT; "
+                             "load it with minibert.ModernBertForMaskedLM, ModernBertModel or ModernBertConfig")
         if data.get("model_type", "bert") not in ("bert", MINIBERT_ONLY):
             raise ValueError(f"config has model_type {data['model_type']!r}; minibert reads BERT checkpoints only")
         if data.get("position_embedding_type", "absolute") != "absolute":
@@ -224,6 +216,23 @@ class BertConfig:
     @classmethod
     def load(cls, path: str | Path) -> "BertConfig":
         return cls.from_dict(read_json(Path(path), "config"))
+
+
+def checked_labels(id2label, num_labels: int, owner: str) -> dict[int, str] | None:
+    """A task head's class names, ``{0: "negative", 1: "positive"}``, with JSON's string keys made indices;
+    a map that does not name each of the ``num_labels`` outputs once is refused (``owner``: the config class)."""
+    if id2label is None:
+        return None
+    if not isinstance(id2label, dict) or not all(isinstance(v, str) and v for v in id2label.values()):
+        raise ValueError(f"{owner}.id2label must map output indices to class names, got {id2label!r}")
+    try:
+        id2label = {int(i): name for i, name in id2label.items()}  # JSON's keys are strings
+    except (TypeError, ValueError):
+        raise ValueError(f"{owner}.id2label's keys must be output indices 0, 1, ..., got {list(id2label)}") from None
+    if sorted(id2label) != list(range(num_labels)) or len(set(id2label.values())) < num_labels:
+        raise ValueError(f"{owner}.id2label must name each of the num_labels={num_labels} outputs 0.."
+                         f"{num_labels - 1} once, with different names; got {id2label}")
+    return id2label
 
 
 def read_json(path: Path, what: str = "file", expect: type = dict):

@@ -15,7 +15,7 @@ import os
 import re
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from safetensors import SafetensorError, safe_open
@@ -163,16 +163,17 @@ def saved_together(config_file: Path, stored: dict, weights: Path) -> None:
                          "was interrupted, or files copied in from another model): save the model again")
 
 
-def normalize_keys(state: dict[str, torch.Tensor], has_prefix: bool) -> dict[str, torch.Tensor]:
+def normalize_keys(state: dict[str, torch.Tensor], has_prefix: bool, prefix: str = "bert",
+                   base_modules: tuple[str, ...] = BASE_MODULES) -> dict[str, torch.Tensor]:
     """Map a checkpoint's names onto this model's: old TF-era LayerNorm names, and the ``bert.`` prefix
-    that task models have and a bare BertModel has not."""
+    (``prefix``: the encoder's name in task models) that task models have and a bare encoder has not."""
     out = {}
     for key, value in state.items():
         key = key.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias")
-        if has_prefix and key.startswith(BASE_MODULES):
-            key = "bert." + key
-        elif not has_prefix and key.startswith("bert."):
-            key = key.removeprefix("bert.")
+        if has_prefix and key.startswith(base_modules):
+            key = f"{prefix}.{key}"
+        elif not has_prefix and key.startswith(f"{prefix}."):
+            key = key.removeprefix(f"{prefix}.")
         out[key] = value
     return out
 
@@ -213,9 +214,19 @@ else:
 
 
 class PretrainedMixin(_Module):
-    """``from_pretrained`` / ``save_pretrained`` for BertModel and the task models."""
+    """``from_pretrained`` / ``save_pretrained`` for BertModel and the task models.
+
+    The class attributes name the model family, for another family (ModernBERT) to reuse the same loading
+    and checks: its config class, the encoder's attribute in task models (transformers' ``base_model_prefix``)
+    and its top-level modules in a bare encoder's checkpoint, and the pattern of an encoder layer's keys.
+    """
 
     config: BertConfig
+    config_class: ClassVar[type[BertConfig]] = BertConfig
+    family: ClassVar[str] = "BERT"
+    base_model_prefix: ClassVar[str] = "bert"
+    base_modules: ClassVar[tuple[str, ...]] = BASE_MODULES
+    layer_key: ClassVar[str] = r"encoder\.layer\.(\d+)\."
 
     @classmethod
     def from_pretrained(cls, name_or_path: str | os.PathLike, config: BertConfig | None = None,
@@ -228,10 +239,11 @@ class PretrainedMixin(_Module):
         config_file, weights = files["config.json"], next(files[f] for f in WEIGHT_FILES if f in files)
         stored = read_json(config_file, "config")
         saved_together(config_file, stored, weights)
-        config = (config or BertConfig.from_dict(stored)).replace(**config_overrides)
+        config = (config or cls.config_class.from_dict(stored)).replace(**config_overrides)
         model: Any = cls(config)  # a BertPreTrainedModel subclass
-        has_prefix = hasattr(model, "bert")
-        state = normalize_keys(load_state_dict(weights), has_prefix)
+        prefix = cls.base_model_prefix
+        has_prefix = hasattr(model, prefix)
+        state = normalize_keys(load_state_dict(weights), has_prefix, prefix, cls.base_modules)
         if "cls.predictions.decoder.bias" in state:  # transformers' second name for cls.predictions.bias
             state.setdefault("cls.predictions.bias", state.pop("cls.predictions.decoder.bias"))
         expected = model.state_dict()
@@ -240,16 +252,16 @@ class PretrainedMixin(_Module):
         mismatched = [f"{k}: checkpoint {tuple(v.shape)} vs model {tuple(expected[k].shape)}"
                       for k, v in state.items() if k in expected and v.shape != expected[k].shape]
         missing = [k for k in expected if k not in state and k not in aliases]
-        in_base = lambda k: (k.startswith("bert.") or not has_prefix) and ".pooler." not in f".{k}"
+        in_base = lambda k: (k.startswith(f"{prefix}.") or not has_prefix) and ".pooler." not in f".{k}"
         missing_base = [k for k in missing if in_base(k)]
         if mismatched or missing_base:
             problems = [f"shape mismatch {m}" for m in mismatched] + [f"missing {k}" for k in missing_base]
             raise ValueError(f"{name_or_path} does not fit {cls.__name__} with this config:\n  "
                              + "\n  ".join(problems)
-                             + "\nIs it a BERT checkpoint of this size? (config_overrides change sizes too)")
+                             + f"\nIs it a {cls.family} checkpoint of this size? (config_overrides change sizes too)")
         unexpected = [k for k in state if k not in expected and k != "embeddings.position_ids"
                       and not k.endswith(".position_ids")]
-        layers = {int(m.group(1)) for k in state if (m := re.search(r"encoder\.layer\.(\d+)\.", k))}
+        layers = {int(m.group(1)) for k in state if (m := re.search(cls.layer_key, k))}
         if layers and max(layers) >= config.num_hidden_layers:  # not a head it lacks: part of the encoder left out
             raise ValueError(f"{weights} holds {max(layers) + 1} encoder layers, and its config (or your overrides) "
                              f"{config.num_hidden_layers}: loading would silently drop layers "

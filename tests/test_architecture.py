@@ -142,6 +142,18 @@ def test_the_model_core_stands_alone():
     assert not {m: t for m, t in outward.items() if t}, "the model core imports from the rest of the library"
 
 
+
+def test_modernbert_sits_on_the_core_and_the_core_knows_nothing_of_it():
+    """ModernBERT reuses BERT's loading, checks and attention kernel (the core) and nothing else; BERT's own
+    modules never import it, so no BERT class grows a ModernBERT flag."""
+    modern = {m for m in GRAPH if within(m, ("minibert.modernbert",))}
+    assert modern, "minibert.modernbert is missing"
+    outward = {m: sorted(t for t in GRAPH[m] if t.startswith("minibert.") and t not in CORE and t not in modern)
+               for m in modern}
+    assert not {m: t for m, t in outward.items() if t}, "ModernBERT imports beyond the model core"
+    inward = {m: sorted(t for t in GRAPH[m] if t in modern) for m in CORE}
+    assert not {m: t for m, t in inward.items() if t}, "BERT's core imports ModernBERT"
+
 def test_only_entry_points_parse_arguments():
     def uses_argparse(path):
         for node in runtime_nodes(ast.parse(path.read_text())):

@@ -471,6 +471,10 @@ def test_course_instructor_version_gets_full_marks(notebook, course_instructor_s
     cells = course_instructor_scores.notebooks[notebook]
     lost = {grade_id: cell.error for grade_id, cell in cells.items() if cell.score < cell.max_score}
     assert cells and not lost, f"{notebook}: the solutions fail their own tests: {lost}"
+    # and no cell of the instructor's raises as graded (one that reads what a skip-when-grading cell made, or
+    # asserts on a model that grading leaves untrained): a student who loses a point would read it as their fault
+    raised = {grade_id: cell.before for grade_id, cell in cells.items() if cell.before}
+    assert not raised, f"{notebook}: cells raise when the notebook is graded: {raised}"
 
 
 @pytest.mark.slow  # the course's autograde runs every graded notebook
@@ -489,6 +493,34 @@ def _names(source: str) -> tuple[set[str], set[str]]:
     bound |= {(a.asname or a.name).split(".")[0] for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
               for a in n.names}
     return bound, {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+@pytest.mark.parametrize("notebook", COURSE_GRADED)
+def test_course_cells_graded_never_read_what_grading_skips(notebook):
+    """A cell tagged skip-when-grading does not run when a notebook is graded: no cell that does run (up to the
+    last test) may read a name that only skipped cells bind, or it raises in the student's process and its
+    error reads, beside a lost point, as the student's fault. (The full autograde checks that nothing raises.)"""
+    nb = nbformat.read(COURSE / f"{notebook}.ipynb", as_version=4)
+    skipped = gradebook.skipped_cells(COURSE / f"{notebook}.ipynb")
+    last = max(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade"))
+    bound_by_run: set[str] = set()
+    only_skipped: set[str] = set()
+    readers = []
+    for i, cell in enumerate(nb.cells[:last + 1]):
+        if cell.cell_type != "code":
+            continue
+        bound, read = _names(cell.source)
+        tree = ast.parse("\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!"))))
+        read -= {a.arg for node in ast.walk(tree) if isinstance(node, ast.arguments)   # a function's own parameters
+                 for a in [*node.posonlyargs, *node.args, *node.kwonlyargs, node.vararg, node.kwarg] if a}
+        if cell.metadata.get("nbgrader", {}).get("grade_id") in skipped:
+            only_skipped |= bound - bound_by_run
+            continue
+        if missing := (read - bound) & only_skipped:
+            readers.append(f"cell {i} reads {sorted(missing)}")
+        bound_by_run |= bound
+        only_skipped -= bound
+    assert not readers, f"{notebook}: graded cells read what only skip-when-grading cells bind: {readers}"
 
 
 @pytest.mark.parametrize("notebook", COURSE_GRADED)
@@ -676,3 +708,26 @@ def test_instructors_guide_states_the_course_totals():
     expected = f"{len(graded) - predictions} graded exercises and {predictions} predictions, {points:g} points"
     guide = " ".join((COURSE.parent / "INSTRUCTORS.md").read_text().split())
     assert expected in guide, f"INSTRUCTORS.md should say: {expected}"
+
+
+def _stored_output(notebook: str, needle: str) -> str:
+    """The stored stdout of the notebook's code cell whose source contains ``needle``."""
+    nb = nbformat.read(COURSE / f"{notebook}.ipynb", as_version=4)
+    cell = next(c for c in nb.cells if c.cell_type == "code" and needle in c.source)
+    return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream" and o.name == "stdout")
+
+
+def test_stored_runs_that_predictions_are_graded_against_are_the_notebooks_own():
+    """08's and 10's predictions come after a fine-tuning run that grading skips (it would run four times in
+    every autograde); their hidden tests read the stored run's numbers instead, and those must be what the
+    notebook's stored outputs printed, so a re-run of the notebook that changes them fails here."""
+    import json
+
+    segments = json.loads((COURSE / "results" / "08_segments.json").read_text())["accuracy"]
+    printed = _stored_output("08_sentence_pairs", "for name, s in ablation.items()")
+    for name, accuracy in segments.items():
+        assert f"{name:<26} accuracy {accuracy:.1%}" in printed, f"results/08_segments.json: {name} is not {printed!r}"
+    short = json.loads((COURSE / "results" / "10_short_run.json").read_text())
+    printed = _stored_output("10_squad", "_, short_scores = squad.evaluate")
+    assert (f"after {short['train_steps']} updates: exact match {short['exact_match']:.1f}, F1 {short['f1']:.1f} "
+            f"on {short['questions']} held-out questions") in printed, f"results/10_short_run.json vs {printed!r}"

@@ -32,6 +32,13 @@ def test_a_full_run_flags_only_notebooks_slower_than_twice_their_busy_figure():
     assert run_times.check({"00": 50}, {"00": {"busy_s": 5}}) == [], "seconds of noise on a short notebook are no error"
 
 
+def test_only_a_plainly_wrong_figure_fails_a_run():
+    """A shared CI runner took 2.2x a notebook's busy figure: reported, not failed; 4x fails."""
+    figures = {"09": {"busy_s": 218}}
+    assert run_times.check({"09": 469}, figures) and not run_times.check({"09": 469}, figures, run_times.FAIL_FACTOR)
+    assert run_times.check({"09": 900}, figures, run_times.FAIL_FACTOR)
+
+
 def header_run_time(path: Path) -> str:
     header = "".join(json.loads(path.read_text())["cells"][0]["source"])
     found = re.search(r"\*\*Run time\*\*:(.*?)(?:\n\n|$)", header, re.S)

@@ -197,6 +197,7 @@ def check(spec: dict) -> dict:
                 plain.send(student.connection.requests, {"op": "continue"})
             except (remote.StudentProcessError, remote.StudentTimeout, OSError) as e:
                 results[grade_id] = {"passed": False, "error": str(e), "printed": "", "notes": []}
+            results[grade_id]["before"] = list(student.events)  # for the person grading, passed or not
             if not results[grade_id]["passed"] and student.events:
                 results[grade_id]["error"] += "; before it, " + "; ".join(student.events[:3])
         elif cell.cell_type == "code":

@@ -39,6 +39,9 @@ class CellGrade:
     max_score: float
     error: str = ""  # the check that failed and its message: why points were lost
     notes: tuple[str, ...] = ()  # integrity notes for the person grading (the library's answer used?): never a score
+    # what the student's cells did wrong since the previous test (a cell that raised or ran out of time): in the
+    # message of a failed test; on the instructor's own notebook, a sign that a cell fails when graded
+    before: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -210,8 +213,9 @@ def scores(course: Path, student: str, name: str, assignment=ASSIGNMENT) -> dict
     present = {c.metadata.get("nbgrader", {}).get("grade_id") for c in nbformat.read(submitted, as_version=4).cells}
     scored = with_errors(grades, course / "autograded" / student / assignment / name, present)
     results = course / ".minibert-check" / student / Path(name).stem / "results.json"
-    notes = {g: r.get("notes", []) for g, r in json.loads(results.read_text()).items()} if results.exists() else {}
-    return {g: CellGrade(c.score, c.max_score, c.error, tuple(notes.get(g, ()))) for g, c in scored.items()}
+    checked = json.loads(results.read_text()) if results.exists() else {}
+    return {g: CellGrade(c.score, c.max_score, c.error, tuple(checked.get(g, {}).get("notes", [])),
+                         tuple(checked.get(g, {}).get("before", []))) for g, c in scored.items()}
 
 
 def with_errors(grades: dict[str, tuple[float, float]], autograded: Path, present: set) -> dict[str, CellGrade]:
