@@ -28,12 +28,15 @@ transformers.logging.set_verbosity_error()
 TOLERANCE = 1e-4  # fp32, eval mode
 COMMON = dict(vocab_size=97, pad_token_id=0, bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2,
               global_rope_theta=500.0, local_rope_theta=50.0)  # small bases: positions 40-70 apart turn far
-CONFIGS = {  # hidden / heads = 32 and 24; windows of 8 and 16 tokens on texts of 31 to 70
+CONFIGS = {  # head sizes 32, 24 and 12; windows of 8, 16 and 9 tokens on texts of 31 to 70
     "H96-3heads-window8": dict(hidden_size=96, num_attention_heads=3, num_hidden_layers=4, intermediate_size=80,
                                local_attention=8, global_attn_every_n_layers=2),
     "H120-5heads-window16-biases": dict(hidden_size=120, num_attention_heads=5, num_hidden_layers=5,
                                         intermediate_size=72, local_attention=16, global_attn_every_n_layers=3,
                                         norm_bias=True, attention_bias=True, mlp_bias=True, classifier_bias=True),
+    # an odd window, as transformers accepts it (4 tokens each side): 6 heads of 12, global every fourth layer
+    "H72-6heads-window9": dict(hidden_size=72, num_attention_heads=6, num_hidden_layers=5, intermediate_size=40,
+                               local_attention=9, global_attn_every_n_layers=4),
 }
 LENGTHS = [70, 41, 57, 31]  # one batch, padded on the right to 70
 
@@ -246,7 +249,7 @@ def test_a_hub_id_resolves_through_the_offline_cache(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("change, message", [
     (dict(hidden_size=100, num_attention_heads=3), r"hidden_size \(100\) is not divisible by num_attention_heads \(3\)"),
-    (dict(local_attention=7), r"local_attention must be a positive even number .*got 7"),
+    (dict(local_attention=0), r"local_attention must be a positive number of tokens .*got 0"),
     (dict(hidden_size=60, num_attention_heads=4), r"head size .* = 15 is odd"),
     (dict(layer_types=[GLOBAL, LOCAL]), r"layer_types must list .* num_hidden_layers=4"),
     (dict(layer_types=[GLOBAL, "local", LOCAL, GLOBAL]), r"layer_types .*'local'"),

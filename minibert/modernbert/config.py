@@ -101,8 +101,8 @@ class ModernBertConfig:
         if self.head_dim % 2:
             raise ValueError(f"ModernBertConfig: the head size hidden_size / num_attention_heads = {self.head_dim} is odd; "
                              "RoPE turns dimensions in pairs, so it must be even")
-        if not _positive_int(self.local_attention) or self.local_attention % 2:
-            raise ValueError(f"ModernBertConfig.local_attention must be a positive even number (the window: "
+        if not _positive_int(self.local_attention):  # odd is allowed: the window is local_attention // 2 each side
+            raise ValueError(f"ModernBertConfig.local_attention must be a positive number of tokens (the window: "
                              f"local_attention // 2 tokens each side of a token, and the token), got {self.local_attention!r}")
         if not isinstance(self.layer_types, list) or len(self.layer_types) != self.num_hidden_layers \
                 or not set(self.layer_types) <= {GLOBAL, LOCAL}:
