@@ -111,6 +111,15 @@ def masked_lm(head: BertLMPredictionHead, sequence: Tensor, labels: Tensor | Non
     return logits, loss
 
 
+def classification_loss(logits: Tensor, labels: Tensor | None) -> Tensor | None:
+    """A sequence classifier's loss: squared error for one output (a regression, as STS-B), else cross-entropy."""
+    if labels is None:
+        return None
+    if logits.size(-1) == 1:
+        return F.mse_loss(logits.squeeze(-1), labels.float())
+    return F.cross_entropy(logits, labels.view(-1))
+
+
 def tie_decoder(model: BertPreTrainedModel, head: BertLMPredictionHead) -> None:
     """The MLM decoder reuses the input embedding matrix (Press & Wolf 2017, as in BERT's code): one
     V × E table both reads tokens in and scores them out, and is counted and stored once."""
@@ -192,12 +201,7 @@ class BertForSequenceClassification(BertPreTrainedModel):
                 output_attentions=False, output_hidden_states=False):
         out = self.bert(input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states)
         logits = self.classifier(self.dropout(out.pooler_output))  # (B, num_labels)
-        loss = None
-        if labels is not None:
-            if self.num_labels == 1:
-                loss = F.mse_loss(logits.squeeze(-1), labels.float())
-            else:
-                loss = F.cross_entropy(logits, labels.view(-1))
+        loss = classification_loss(logits, labels)
         return TaskOutput(logits, loss, out.hidden_states, out.attentions)
 
 

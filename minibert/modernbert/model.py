@@ -11,11 +11,10 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..config import ACT2FN
-from ..heads import masked_lm
+from ..heads import classification_loss, masked_lm
 from ..hub import PretrainedMixin
 from ..inputs import check_inputs
 from ..outputs import BaseModelOutput, MaskedLMOutput, TaskOutput
@@ -200,10 +199,5 @@ class ModernBertForSequenceClassification(ModernBertPreTrainedModel):
         out = self.model(input_ids, attention_mask, output_attentions, output_hidden_states)
         pooled = self.pool(out.last_hidden_state, attention_mask)
         logits = self.classifier(self.drop(self.head(pooled)))  # (B, H) -> (B, num_labels)
-        loss = None
-        if labels is not None:
-            if self.num_labels == 1:
-                loss = F.mse_loss(logits.squeeze(-1), labels.float())
-            else:
-                loss = F.cross_entropy(logits, labels.view(-1))
+        loss = classification_loss(logits, labels)
         return TaskOutput(logits, loss, out.hidden_states, out.attentions)
