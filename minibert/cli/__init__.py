@@ -9,6 +9,7 @@
     minibert experiment beyond-bert --out FILE  BERT/RoBERTa/ALBERT on one budget and a small Table 6 (notebook 11)
     minibert experiment bidirectionality --out FILE  MLM vs left-to-right vs no masking (notebook 04)
     minibert experiment electra --out FILE      ELECTRA's replaced token detection vs MLM at equal compute (notebook 11)
+    minibert experiment modern --out FILE       BERT 2018 against ModernBERT's changes at equal CPU time (notebook 11b)
     minibert experiment glue --runs DIR --out FILE  the paper's fine-tuning table (Tables 1, 3) for MiniLM (notebook 08)
     minibert release [--out release]            student versions of the notebooks (nbgrader) and their zip
     minibert autograde SUBMISSION_DIR           grade a folder of filled-in notebooks
@@ -47,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
         return _run(lambda: recipe(given), label, then)
     if command == "experiment":
         if not rest or rest[0] not in EXPERIMENTS:
-            print("usage: minibert experiment masking|beyond-bert|bidirectionality|electra|glue --out FILE [options] "
+            print("usage: minibert experiment masking|beyond-bert|bidirectionality|electra|modern|glue --out FILE [options] "
                   "(see minibert experiment masking --help)", file=sys.stderr)
             return 2
         make_parser, experiment = EXPERIMENTS[rest[0]]

@@ -91,6 +91,26 @@ def electra_parser() -> argparse.ArgumentParser:
     return p
 
 
+def modern_parser() -> argparse.ArgumentParser:
+    from ..experiments.modern import ROWS, ModernGridSetup
+
+    p = _parser("minibert experiment modern",
+                "2018 -> 2024 at the course's budget: BERT with ModernBERT's changes added one at a time, and "
+                "ModernBERT with each taken back, every run at the same CPU time (its steps set from a timed "
+                "calibration), measured on held-out fill-in-the-blank and a POS probe. Finished runs are kept in "
+                "--out; run it again to go on after an interruption.")
+    add, setup = p.add_argument, ModernGridSetup
+    add("--out", required=True, help="results file (JSON) to write, and to go on from")
+    rows = "; ".join(f"{name}: {row.label}" for name, row in ROWS.items()).replace("%", "%%")
+    add("--rows", nargs="+", choices=list(ROWS), metavar="ROW", help=f"which (default: all): {rows}")
+    add("--seeds", nargs="+", type=int, help="seeds per row (default 0 1 2)")
+    add("--budget-minutes", type=float, help=f"CPU-minutes of training per run (default {setup.budget_minutes:g})")
+    add("--local-attention", type=int, help=f"ModernBERT's sliding window in tokens (default {setup.local_attention})")
+    _add_probe_flags(p, ModernGridSetup)
+    _add_grid_flags(p, ModernGridSetup)
+    return p
+
+
 def glue_parser() -> argparse.ArgumentParser:
     from ..experiments.glue import TASKS, GlueSettings
 
@@ -165,6 +185,11 @@ def _electra(given: dict, command: str):
     return experiment(ElectraSettings(**_split(given, ElectraSetup)), command=command)
 
 
+def _modern(given: dict, command: str):
+    from ..experiments.modern import ModernGridSetup, ModernSettings, experiment
+    return experiment(ModernSettings(**_split(given, ModernGridSetup)), command=command)
+
+
 def _glue(given: dict, command: str):
     from ..experiments.glue import GlueSettings, experiment
     reuse = {}
@@ -181,4 +206,4 @@ def _glue(given: dict, command: str):
 # name -> (its parser, what runs it on the given flags and the command line, stored with the results)
 EXPERIMENTS = {"masking": (masking_parser, _masking), "beyond-bert": (beyond_bert_parser, _beyond_bert),
                "bidirectionality": (bidirectionality_parser, _bidirectionality), "glue": (glue_parser, _glue),
-               "electra": (electra_parser, _electra)}
+               "electra": (electra_parser, _electra), "modern": (modern_parser, _modern)}

@@ -96,11 +96,10 @@ class ModernBertModel(ModernBertPreTrainedModel):
             attention_mask = torch.ones_like(input_ids, dtype=torch.bool)
         c = self.config
         assert c.layer_types is not None  # filled in by ModernBertConfig.__post_init__
-        packing = Packing.of(attention_mask)
-        hidden = self.embeddings(input_ids.flatten().index_select(0, packing.indices))  # (B, T) -> (N,) -> (N, H)
+        packing = self.pack(attention_mask)
+        hidden = self.embed(input_ids, packing)                                         # (B, T) -> (N, H)
         masks = attention_masks(attention_mask, c.local_attention)                      # layer type -> (B, 1, T, T)
-        angles = {kind: rotary_angles(packing.positions, c.head_dim, c.rope_theta(kind))  # layer type -> 2 × (N, d)
-                  for kind in set(c.layer_types)}
+        angles = self.rotary_angles(packing)                                            # layer type -> 2 × (N, d)
         all_hidden, all_attentions = [hidden], []
         for layer, kind in zip(self.layers, c.layer_types):
             hidden, probs = layer(hidden, packing, angles[kind], masks[kind], output_attentions)
@@ -111,6 +110,22 @@ class ModernBertModel(ModernBertPreTrainedModel):
             last_hidden_state=pad(hidden, packing),                                      # (N, H) -> (B, T, H)
             hidden_states=tuple(pad(h, packing) for h in all_hidden) if output_hidden_states else None,
             attentions=tuple(all_attentions) if output_attentions else None)
+
+    # The three steps where 2024 differs from 2018 before the layers, each a method so that an experiment
+    # can take one back (`minibert.experiments.modern`) without a flag in the model.
+    def pack(self, attention_mask: Tensor) -> Packing:
+        """Unpadding: which rows go through the layers (the real tokens)."""
+        return Packing.of(attention_mask)
+
+    def embed(self, input_ids: Tensor, packing: Packing) -> Tensor:
+        """(B, T) ids -> (N, H): the packed tokens' embeddings; no position vectors (RoPE turns q and k instead)."""
+        return self.embeddings(input_ids.flatten().index_select(0, packing.indices))  # (B, T) -> (B·T,) -> (N,) -> (N, H)
+
+    def rotary_angles(self, packing: Packing) -> dict[str, tuple[Tensor, Tensor]]:
+        """RoPE's (cos, sin) for each layer type, each (N, d): one base θ for global layers, one for local."""
+        c = self.config
+        assert c.layer_types is not None
+        return {kind: rotary_angles(packing.positions, c.head_dim, c.rope_theta(kind)) for kind in set(c.layer_types)}
 
 
 class ModernBertPredictionHead(nn.Module):
