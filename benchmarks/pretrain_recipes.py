@@ -40,7 +40,8 @@ import torch
 from minibert.atomic import atomic_path
 from minibert.config import PRESETS
 from minibert.pretraining import build_pretraining_data, fill_in_the_blank_data, pretraining_metrics, unigram_loss
-from minibert.recipes.pretrain import PretrainSettings, pretrain
+from minibert.recipes.export import ExportSettings, export
+from minibert.recipes.pretrain import PretrainSettings, make_tokenizer, pretrain
 from minibert.tokenizer import BertTokenizer
 from minibert.training import evaluate
 
@@ -69,7 +70,25 @@ RECIPES: dict[str, dict] = {
     "transformers": dict(objective="none", lr=1e-4, warmup_ratio=0.1, dropout=0.1),  # see transformers_run
     "transformers, seq 16": dict(objective="none", lr=1e-3, warmup_ratio=0.1, dropout=0.0, max_seq_len=16,
                                  batch_size=64),
+    # 128-token pairs from the first step, 8 an update (many updates), MosaicBERT's 30%: still on the plateau
+    # after 18 CPU-minutes (2026-11-28), which is why the course's recipe (STAGED) starts on 16 tokens
+    "seq 128, batch 8": dict(objective="nsp", lr=1e-3, warmup_ratio=0.05, dropout=0.0, batch_size=8, vocab_size=8000,
+                             mlm_probability=0.3),
+    # transformers' masked-LM recipe (DataCollatorForLanguageModeling, 15%, MLM alone) on the course's text,
+    # length, vocabulary and learning rate
+    "transformers, course": dict(objective="none", lr=1e-3, warmup_ratio=0.05, dropout=0.0, batch_size=16,
+                                 vocab_size=8000),
 }
+# Recipes in stages: (share of the budget, settings); a stage goes on from the one before (`init_from`). The course
+# checkpoint's: 16-token sequences spread over the first 128 positions (every position trained), then pairs of 128.
+STAGED = {
+    "course": ((0.6, dict(objective="none", lr=1e-3, warmup_ratio=0.1, dropout=0.0, vocab_size=8000, max_seq_len=16,
+                          batch_size=64, random_positions=128)),
+               (0.4, dict(objective="nsp", lr=1e-3, warmup_ratio=0.05, dropout=0.0, max_seq_len=128, batch_size=16))),
+}
+for name, stages in STAGED.items():
+    for i, (_, knobs) in enumerate(stages, 1):
+        RECIPES[f"{name}, stage {i}"] = knobs
 # Notebook 04's run: BERT's post-LN bert-tiny, MLM only, its own 8,000-piece vocabulary, 1,024 tokens a step.
 NOTEBOOK_04 = dict(preset="bert-tiny", corpus=("wikitext2_raw/wiki.test.raw",),
                    eval_corpus=("wikitext2_raw/wiki.valid.raw",), vocab_size=8000, objective="none", lr=1e-3,
@@ -101,9 +120,11 @@ def cpu_seconds_per_step(recipe: str, work: Path) -> float:
     return next(r["cpu_s_per_step"] for r in reversed(records) if "cpu_s_per_step" in r)
 
 
-def minibert_run(recipe: str, folder: Path, steps: int) -> dict:
+def minibert_run(recipe: str, folder: Path, steps: int, init_from: Path | None = None) -> dict:
     s = settings(recipe, folder, steps)
     s.resume = any(folder.glob("step-*"))
+    if init_from is not None:  # a later stage: that model's weights and vocabulary
+        s.init_from, s.vocab_size, s.preset = str(init_from), None, "bert-tiny"
     pretrain(s)
     recipe_file = json.loads((folder / "recipe.json").read_text())
     final = recipe_file["final"]
@@ -121,8 +142,13 @@ def transformers_run(recipe: str, folder: Path, steps: int, time_only: bool = Fa
     from transformers import DataCollatorForLanguageModeling, get_linear_schedule_with_warmup
 
     r = {**BASE, **RECIPES[recipe]}
-    tokenizer = BertTokenizer.from_pretrained("sentence-transformers/all-MiniLM-L6-v2")
-    hf_tokenizer = transformers.AutoTokenizer.from_pretrained("sentence-transformers/all-MiniLM-L6-v2")
+    if r.get("vocab_size"):  # the vocabulary minibert's recipe trains on the same text, the same for both
+        tokenizer = make_tokenizer(PretrainSettings(out=folder, corpus=r["corpus"], vocab_size=r["vocab_size"]))
+        tokenizer.save_pretrained(folder / "tokenizer")
+        hf_tokenizer = transformers.BertTokenizerFast.from_pretrained(folder / "tokenizer")
+    else:
+        tokenizer = BertTokenizer.from_pretrained("sentence-transformers/all-MiniLM-L6-v2")
+        hf_tokenizer = transformers.AutoTokenizer.from_pretrained("sentence-transformers/all-MiniLM-L6-v2")
     examples = build_pretraining_data(tokenizer, list(r["corpus"]), "none", r["max_seq_len"]).examples
     layers, hidden, heads = PRESETS[r["preset"]]
     config = transformers.BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=hidden, num_hidden_layers=layers,
@@ -130,7 +156,8 @@ def transformers_run(recipe: str, folder: Path, steps: int, time_only: bool = Fa
                                      hidden_dropout_prob=r["dropout"], attention_probs_dropout_prob=r["dropout"])
     torch.manual_seed(0)
     model = transformers.BertForMaskedLM(config)
-    collator = DataCollatorForLanguageModeling(hf_tokenizer, mlm_probability=0.15, return_tensors="pt")
+    collator = DataCollatorForLanguageModeling(hf_tokenizer, mlm_probability=r.get("mlm_probability", 0.15),
+                                               return_tensors="pt")
     loader = torch.utils.data.DataLoader(examples, r["batch_size"],  # dicts of input_ids and token_type_ids
                                          shuffle=True, drop_last=True, collate_fn=collator,
                                          generator=torch.Generator().manual_seed(0))
@@ -164,6 +191,42 @@ def transformers_run(recipe: str, folder: Path, steps: int, time_only: bool = Fa
             "unigram_loss": unigram_loss(examples, held_out.examples, tokenizer.vocab_size)}
 
 
+def staged_run(recipe: str, folder: Path, budget: float, work: Path) -> tuple[int, float, dict]:
+    """A recipe in stages, each its share of the budget (its steps from its own calibration), each stage
+    exported and continued by the next. Returns (steps in all, CPU-s per step of the last stage, the
+    last stage's measures)."""
+    plan_file, previous, total = folder / "plan.json", None, 0
+    plan = json.loads(plan_file.read_text()) if plan_file.exists() else {}
+    for i, (share, _) in enumerate(STAGED[recipe], 1):
+        stage = f"{recipe}, stage {i}"
+        if stage not in plan:  # an interrupted run resumes with the steps it was planned with
+            per_step = cpu_seconds_per_step(stage, work) if previous is None else staged_calibration(stage, work, previous)
+            plan[stage] = {"cpu_s_per_step": per_step, "steps": max(10, round(share * budget * 60 / per_step))}
+            folder.mkdir(parents=True, exist_ok=True)
+            with atomic_path(plan_file) as tmp:
+                tmp.write_text(json.dumps(plan) + "\n")
+        steps = plan[stage]["steps"]
+        measured = minibert_run(stage, folder / f"stage-{i}", steps, init_from=previous)
+        total += steps
+        previous = folder / f"stage-{i}-model"
+        if not (previous / "config.json").exists():
+            export(ExportSettings(run=folder / f"stage-{i}", out=previous, dtype="fp32"))
+    return total, plan[stage]["cpu_s_per_step"], measured
+
+
+def staged_calibration(stage: str, work: Path, init_from: Path) -> float:
+    """Time a few updates of a later stage, from the model the stage before made."""
+    folder = work / "calibration"
+    shutil.rmtree(folder, ignore_errors=True)
+    s = settings(stage, folder, CALIBRATION_STEPS)
+    s.eval_corpus, s.eval_every, s.save_every = (), None, None
+    s.init_from, s.vocab_size, s.preset = str(init_from), None, "bert-tiny"
+    pretrain(s)
+    records = json.loads((folder / "history.json").read_text())
+    shutil.rmtree(folder)
+    return next(r["cpu_s_per_step"] for r in reversed(records) if "cpu_s_per_step" in r)
+
+
 def load(path: Path) -> dict:
     if path.exists():
         return json.loads(path.read_text())
@@ -174,9 +237,10 @@ def load(path: Path) -> dict:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--recipes", nargs="+", choices=list(RECIPES), metavar="RECIPE",
-                        default=[name for name in RECIPES if not name.startswith("04: ")],
-                        help=f"which recipes (default all but notebook 04's): {', '.join(RECIPES)}")
+    whole = [name for name in RECIPES if "stage" not in name] + list(STAGED)  # a stage runs within its recipe
+    parser.add_argument("--recipes", nargs="+", choices=whole, metavar="RECIPE",
+                        default=[name for name in whole if not name.startswith("04: ")],
+                        help=f"which recipes (default all but notebook 04's): {', '.join(whole)}")
     parser.add_argument("--budgets", nargs="+", type=float, default=[3, 15], metavar="MINUTES",
                         help="CPU-minutes of training per run (default 3 15)")
     parser.add_argument("--results", type=Path, default=Path("benchmarks/results/pretrain_recipes_wikipedia.json"))
@@ -191,7 +255,10 @@ def main(argv=None) -> None:
                 continue
             folder = args.work / f"{recipe.replace(', ', '_').replace(' ', '-')}_{budget:g}min"
             plan = folder / "plan.json"  # an interrupted run resumes with the steps it was planned with
-            if plan.exists():
+            if recipe in STAGED:
+                started = time.process_time()
+                steps, per_step, measured = staged_run(recipe, folder, budget, args.work)
+            elif plan.exists():
                 per_step, steps = (json.loads(plan.read_text())[k] for k in ("cpu_s_per_step", "steps"))
             else:
                 per_step = cpu_seconds_per_step(recipe, args.work)
@@ -199,10 +266,11 @@ def main(argv=None) -> None:
                 folder.mkdir(parents=True, exist_ok=True)
                 with atomic_path(plan) as tmp:
                     tmp.write_text(json.dumps({"cpu_s_per_step": per_step, "steps": steps}) + "\n")
-            print(f"\n== {recipe}, {budget:g} CPU-minutes: {steps} steps of {per_step:.2f} s", flush=True)
-            started = time.process_time()
-            measured = (transformers_run(recipe, folder, steps) if recipe.startswith("transformers")
-                        else minibert_run(recipe, folder, steps))
+            if recipe not in STAGED:
+                print(f"\n== {recipe}, {budget:g} CPU-minutes: {steps} steps of {per_step:.2f} s", flush=True)
+                started = time.process_time()
+                measured = (transformers_run(recipe, folder, steps) if recipe.startswith("transformers")
+                            else minibert_run(recipe, folder, steps))
             run = {"recipe": recipe, "budget_minutes": budget, "steps": steps, "cpu_s_per_step": round(per_step, 3),
                    "cpu_minutes": round((time.process_time() - started) / 60, 1), **measured,
                    "below_plateau": measured["unigram_loss"] - measured["eval_mlm_loss"]}

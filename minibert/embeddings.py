@@ -26,12 +26,14 @@ class BertEmbeddings(nn.Module):
         self.LayerNorm = nn.LayerNorm(E, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def forward(self, input_ids: Tensor, token_type_ids: Tensor) -> Tensor:
-        T = input_ids.size(1)
-        positions = torch.arange(T, device=input_ids.device)  # (T,), broadcast over the batch
+    def forward(self, input_ids: Tensor, token_type_ids: Tensor, position_ids: Tensor | None = None) -> Tensor:
+        """``position_ids`` (B, T): each token's position, 0, 1, ..., T-1 unless given (a pre-training
+        recipe may place a short sequence further along the table, so that every position gets trained)."""
+        if position_ids is None:
+            position_ids = torch.arange(input_ids.size(1), device=input_ids.device)  # (T,), broadcast over the batch
         token = self.word_embeddings(input_ids)                 # (B, T, E)
         segment = self.token_type_embeddings(token_type_ids)    # (B, T, E)
-        position = self.position_embeddings(positions)          # (T, E)
+        position = self.position_embeddings(position_ids)       # (T, E) or (B, T, E)
         return self.dropout(self.LayerNorm(token + segment + position))
 
 

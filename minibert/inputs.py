@@ -12,7 +12,7 @@ from .config import BertConfig
 
 
 def check_inputs(config: BertConfig, input_ids: Tensor, attention_mask: Tensor | None = None,
-                 token_type_ids: Tensor | None = None) -> None:
+                 token_type_ids: Tensor | None = None, position_ids: Tensor | None = None) -> None:
     """Turn the usual mistakes into messages that say what to do, not an index error in an embedding.
 
     Shapes and dtypes are checked always. Token and segment ids are checked against the vocabulary
@@ -30,7 +30,8 @@ def check_inputs(config: BertConfig, input_ids: Tensor, attention_mask: Tensor |
     if input_ids.size(1) == 0:
         raise ValueError(f"input_ids has no tokens (shape {tuple(input_ids.shape)}); every sequence needs at least "
                          "[CLS]: encode text with the tokenizer, which adds it")
-    for name, other in (("attention_mask", attention_mask), ("token_type_ids", token_type_ids)):
+    for name, other in (("attention_mask", attention_mask), ("token_type_ids", token_type_ids),
+                        ("position_ids", position_ids)):
         if other is not None and not isinstance(other, Tensor):
             raise TypeError(f"{name} must be a torch.Tensor like input_ids, got {type(other).__name__}; "
                             f"use torch.tensor({name}) or tokenizer(..., return_tensors='pt')")
@@ -56,5 +57,9 @@ def check_inputs(config: BertConfig, input_ids: Tensor, attention_mask: Tensor |
             raise ValueError(f"attention_mask must hold 1 (a real token) and 0 (padding), got values "
                              f"{sorted(set(bad.unique()[:4].tolist()))}; an additive mask (0 and -10000) must be "
                              "turned back first: attention_mask = (additive_mask == 0).long()")
+    if position_ids is not None and (position_ids.min() < 0 or position_ids.max() >= config.max_position_embeddings):
+        raise ValueError(f"position_ids must be in [0, {config.max_position_embeddings}) (max_position_embeddings), got "
+                         f"{position_ids.min().item()} to {position_ids.max().item()}; leave position_ids out for 0, 1, ..., or keep "
+                         "offset + length within the table")
     if token_type_ids is not None and (token_type_ids.min() < 0 or token_type_ids.max() >= config.type_vocab_size):
         raise ValueError(f"token_type_ids must be in [0, {config.type_vocab_size}): 0 for sentence A, 1 for B")

@@ -167,15 +167,15 @@ class BertModel(BertPreTrainedModel):
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
                 token_type_ids: Tensor | None = None, output_attentions: bool = False,
-                output_hidden_states: bool = False) -> BaseModelOutput:
-        check_inputs(self.config, input_ids, attention_mask, token_type_ids)
+                output_hidden_states: bool = False, position_ids: Tensor | None = None) -> BaseModelOutput:
+        check_inputs(self.config, input_ids, attention_mask, token_type_ids, position_ids)
         weights = self.embeddings.word_embeddings.weight
         if input_ids.device.type == "meta" != weights.device.type:  # shapes without values: nothing to look up
             raise ValueError(f"input_ids are on the meta device (shapes without values) and the model on {weights.device}; "
                              "make them there: tokenizer(..., return_tensors='pt').to(next(model.parameters()).device)")
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
-        hidden = self.embeddings(input_ids, token_type_ids)
+        hidden = self.embeddings(input_ids, token_type_ids, position_ids)
         mask = padding_mask(attention_mask)                                   # (B, 1, 1, T) or None
         if self.config.is_decoder:  # left to right: (B, 1, 1, T) & (1, 1, T, T) -> (B, 1, T, T)
             causal = causal_mask(input_ids.size(1), input_ids.device)

@@ -122,6 +122,25 @@ def test_losses_match_transformers(tmp_path):
                                        atol=ATOL, rtol=0, msg=lambda m, kind=kind: f"{kind}: {m}")
 
 
+@pytest.mark.parametrize("kind", ["BertModel", "BertForPreTraining", "BertForMaskedLM"])
+def test_position_ids_are_read_as_transformers_reads_them(kind, tmp_path):
+    """Sequences placed further along the position table (a pre-training recipe's random offsets)."""
+    torch.manual_seed(0)
+    theirs = getattr(transformers, kind)(transformers.BertConfig(**CONFIGS["odd"], attn_implementation="eager")).eval()
+    theirs.save_pretrained(tmp_path)
+    ours = getattr(minibert, kind).from_pretrained(tmp_path).eval()
+    batch = make_batch(CONFIGS["odd"]["vocab_size"], seed=4)
+    positions = torch.tensor([[3], [20]]) + torch.arange(17)  # (2, 1) + (17,) -> (2, 17): up to 36 of 40 positions
+    with torch.no_grad():
+        a, b = ours(**batch, position_ids=positions), theirs(**batch, position_ids=positions)
+        default = ours(**batch)
+    first = {"BertModel": "last_hidden_state", "BertForPreTraining": "prediction_logits"}.get(kind, "logits")
+    torch.testing.assert_close(getattr(a, first), getattr(b, first), atol=ATOL, rtol=0)
+    assert not torch.allclose(getattr(a, first), getattr(default, first), atol=1e-3)  # the offsets are read
+    with pytest.raises(ValueError, match="position_ids must be in"):
+        ours(**batch, position_ids=positions + 10)
+
+
 def test_fast_and_explicit_attention_agree():
     """The fused scaled_dot_product_attention path equals softmax(QKᵀ/√d)V written out, padding included."""
     torch.manual_seed(0)

@@ -35,6 +35,7 @@ from minibert.pretraining import (
     tokenize_documents,
 )
 from minibert.pretraining.corpus import squad_to_documents
+from minibert.recipes.pretrain import PretrainSettings
 
 WIKI_VALID = "wikitext2_raw/wiki.valid.raw"
 
@@ -509,6 +510,25 @@ def test_collate_pads_to_a_fixed_length(tokenizer, small_examples):
     assert (batch["labels"][batch["attention_mask"] == 0] == -100).all()
     with pytest.raises(ValueError, match="pad_to=8 is shorter than an example"):
         PretrainingDataset(small_examples, MLMMasking(tokenizer), pad_to=8).collate(small_examples[:4])
+
+
+def test_random_positions_spread_short_sequences_over_the_position_table(tokenizer, small_examples):
+    """Every position of a later, longer stage gets trained by a stage on short sequences."""
+    dataset = PretrainingDataset(small_examples, MLMMasking(tokenizer), random_positions=128)
+    torch.manual_seed(0)
+    seen = set()
+    for start in range(0, 64 * 8, 8):
+        batch = dataset.collate([small_examples[i % len(small_examples)] for i in range(start, start + 8)])
+        positions = batch["position_ids"]
+        assert positions.shape == batch["input_ids"].shape
+        assert (positions.diff(dim=1) == 1).all() and positions.min() >= 0 and positions.max() < 128  # consecutive
+        seen |= set(positions.flatten().tolist())
+    assert seen == set(range(128))
+    assert "position_ids" not in PretrainingDataset(small_examples, MLMMasking(tokenizer)).collate(small_examples[:4])
+    with pytest.raises(ValueError, match="random_positions=8 is fewer than"):
+        PretrainingDataset(small_examples, MLMMasking(tokenizer), random_positions=8).collate(small_examples[:4])
+    with pytest.raises(ValueError, match="random_positions=16"):
+        PretrainSettings(max_seq_len=32, random_positions=16)
 
 
 # ---- the loss ------------------------------------------------------------------------------

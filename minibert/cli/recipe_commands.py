@@ -32,6 +32,9 @@ def pretrain_parser() -> argparse.ArgumentParser:
     add("--extend-from", type=int, metavar="LENGTH",
         help="--init-from was trained on inputs of LENGTH tokens and one segment: its positions beyond LENGTH start "
              "as copies of the first LENGTH, segment B as a copy of segment A (for a second stage on longer pairs)")
+    add("--random-positions", type=int, metavar="N",
+        help="place each training sequence at a random offset within the first N positions, so that a stage on "
+             "short sequences trains every position a later stage on N tokens reads")
     add("--tokenizer", help="a Hub id or folder with vocab.txt/tokenizer.json")
     add("--objective", choices=["nsp", "sop", "none"],
         help="nsp: BERT (MLM + next sentence); sop: ALBERT (sentence order); none: RoBERTa (MLM on packed sentences)")

@@ -84,8 +84,13 @@ class PretrainingDataset(Dataset):
     ``DataLoader(dataset, batch_size=32, shuffle=True, collate_fn=dataset.collate)``.
     """
 
-    def __init__(self, examples: list[dict], masking: MLMMasking, pad_to: int | None = None):
+    def __init__(self, examples: list[dict], masking: MLMMasking, pad_to: int | None = None,
+                 random_positions: int | None = None):
         self.examples, self.masking, self.pad_to = examples, masking, pad_to
+        # With random_positions, each sequence's positions start at a random offset so that they fall within the
+        # first random_positions: a model trained on short sequences then has every position of a longer
+        # stage trained (where starting at 0 leaves positions 17-128 untouched by 16-token sequences).
+        self.random_positions = random_positions
 
     def __len__(self) -> int:
         return len(self.examples)
@@ -106,6 +111,11 @@ class PretrainingDataset(Dataset):
             batch["labels"] = pad([e["labels"] for e in examples], IGNORE_INDEX, T)
         else:
             batch["input_ids"], batch["labels"] = mask_dynamically(batch["input_ids"], self.masking)
+        if self.random_positions is not None:
+            if self.random_positions < T:
+                raise ValueError(f"random_positions={self.random_positions} is fewer than the batch's {T} tokens")
+            offsets = torch.randint(0, self.random_positions - T + 1, (len(examples), 1))  # (B, 1)
+            batch["position_ids"] = offsets + torch.arange(T)                              # (B, 1) + (T,) -> (B, T)
         if "next_sentence_label" in examples[0]:
             batch["next_sentence_label"] = torch.tensor([e["next_sentence_label"] for e in examples])  # (B,)
         return batch

@@ -125,6 +125,8 @@ class PretrainSettings(TrainingSettings):
                                                 # config and vocabulary; the heads it lacks start fresh
     extend_from: int | None = None              # init_from was trained on this many positions and one segment:
                                                 # longer inputs start from copies of them (`extend_trained_length`)
+    random_positions: int | None = None         # place each training sequence at a random offset among this many
+                                                # positions: short sequences then train every position (§3 of #37)
     tokenizer: str = DEFAULT_TOKENIZER          # a Hub id or folder with the vocabulary (unless vocab_size)
     objective: str = "nsp"                      # nsp: BERT; sop: ALBERT; none: RoBERTa (MLM on packed sentences)
     mlm_probability: float = 0.15               # fraction of tokens to predict
@@ -163,6 +165,9 @@ class PretrainSettings(TrainingSettings):
         if self.extend_from is not None and (self.init_from is None or not 1 <= self.extend_from < self.max_seq_len):
             raise ValueError(f"extend_from={self.extend_from!r} is the sequence length that --init-from was trained "
                              f"at: it needs --init-from and must be shorter than max_seq_len ({self.max_seq_len})")
+        if self.random_positions is not None and not self.max_seq_len <= self.random_positions <= 512:
+            raise ValueError(f"random_positions={self.random_positions!r} is how many positions short sequences are "
+                             f"spread over: from max_seq_len ({self.max_seq_len}) to the model's 512")
         if self.init_from is not None and self.vocab_size is not None:
             raise ValueError(f"init_from={self.init_from!r} keeps that model's vocabulary; leave out vocab_size "
                              f"({self.vocab_size}), which would train a new one the model's embeddings do not fit")
@@ -172,7 +177,7 @@ class PretrainSettings(TrainingSettings):
 # different run under the old run's recipe.json (the model card's provenance), so resuming refuses them.
 RUN_DEFINING = ("corpus", "objective", "max_seq_len", "mlm_probability", "mask_same_rnd", "whole_word", "span_masking",
                 "static_masking", "preset", "vocab_size", "init_from", "extend_from", "tokenizer", "pre_layer_norm",
-                "dropout", "seed")
+                "dropout", "seed", "random_positions")
 
 
 # --- the five steps -------------------------------------------------------------------------------------
@@ -191,8 +196,10 @@ def training_data(s: PretrainSettings, tokenizer) -> PretrainingDataset:
     """Step 2a: the training examples (NSP/SOP pairs or packed sentences), masked as the settings say."""
     masking = MLMMasking(tokenizer, s.mlm_probability, s.mask_same_rnd, whole_word=s.whole_word,
                          spans=s.span_masking)
-    return build_pretraining_data(tokenizer, list(s.corpus), s.objective, s.max_seq_len, masking=masking,
+    data = build_pretraining_data(tokenizer, list(s.corpus), s.objective, s.max_seq_len, masking=masking,
                                   static_masking=s.static_masking, seed=s.seed)
+    data.random_positions = s.random_positions
+    return data
 
 
 def held_out_data(s: PretrainSettings, tokenizer) -> PretrainingDataset | None:

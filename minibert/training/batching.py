@@ -66,7 +66,8 @@ def to_device(batch, device: torch.device, config=None) -> dict:
         raise TypeError(f"a batch must be a dict of tensors (the model's keyword arguments and labels), got "
                         f"{type(batch).__name__}; return dicts from the dataset or from collate_fn")
     if device.type != "cpu" and isinstance(config, BertConfig) and isinstance(batch.get("input_ids"), Tensor):
-        check_inputs(config, batch["input_ids"], batch.get("attention_mask"), batch.get("token_type_ids"))
+        check_inputs(config, batch["input_ids"], batch.get("attention_mask"), batch.get("token_type_ids"),
+                     batch.get("position_ids"))
     return {k: v.to(device, non_blocking=True) if isinstance(v, Tensor) else v for k, v in batch.items()}
 
 
