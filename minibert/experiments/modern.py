@@ -40,7 +40,8 @@ from ..modernbert.layers import ModernBertMLP
 from ..modernbert.unpadding import Packing
 from ..pretraining import MLMMasking, PretrainingDataset
 from ..recipes.pretrain import make_model, make_trainer, training_data
-from .grid import GridSetup, PretrainingGrid, mean_sd_n
+from .grid import PretrainingGrid, mean_sd_n
+from .masking import AblationSetup
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ CALIBRATION_STEPS = 24
 
 
 @dataclass(kw_only=True)
-class ModernGridSetup(GridSetup):
+class ModernGridSetup(AblationSetup):
     """The shared recipe: the course BERT's (bert-mini's size, 128-token inputs, 8 a step, lr 1e-3, no
     dropout, an 8,000-piece vocabulary of its own) and a CPU budget per run instead of a number of steps.
     ModernBERT gets the same width, depth and heads, a GeGLU of the same parameters as BERT's feed-forward
@@ -84,12 +85,9 @@ class ModernGridSetup(GridSetup):
     warmup_ratio: float = 0.05
     budget_minutes: float = 15.0    # CPU time of training per run (one thread)
     local_attention: int = 32       # a quarter of the sequence, as 128 of 8,192 is short in ModernBERT's own
-    probe_sentences: int | None = None  # UD EWT sentences per split; None: all
 
     def __post_init__(self):
-        super().__post_init__()
-        if self.preset not in PRESETS:
-            raise ValueError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
+        super().__post_init__()  # the preset checked there
         if not self.budget_minutes > 0:
             raise ValueError(f"budget_minutes must be positive, got {self.budget_minutes!r}")
 
