@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..pretraining import BERT_MASK_REPEATS, MLMMasking, PretrainingDataset, mask_statically
-from ..recipes.pretrain import make_model, make_trainer, training_data
+from ..recipes.pretrain import make_model, make_trainer
 from .grid import GridSetup, PretrainingGrid, mean_sd_n
 
 # name -> (sentence task, masks drawn in advance (static), what the model changes)
@@ -71,10 +71,6 @@ class ModelComparison(PretrainingGrid):
     >>> results = comparison.run(comparison_grid())"""
     setup: GridSetup = field(default_factory=GridSetup)
 
-    def __post_init__(self):
-        self._pairs = {}  # sentence task -> its examples, built once
-        super().__post_init__()
-
     def model_sizes(self, run: Run) -> dict:
         """The run's model: its L, H, A with exactly ``max_seq_len`` positions, and ALBERT's changes."""
         L, H, A = run.size
@@ -85,20 +81,13 @@ class ModelComparison(PretrainingGrid):
         return dict(num_hidden_layers=L, hidden_size=H, num_attention_heads=A, intermediate_size=4 * H,
                     max_position_embeddings=self.setup.max_seq_len, **extra)
 
-    def _examples(self, objective: str) -> list[dict]:
-        if objective == "none":
-            return self.examples
-        if objective not in self._pairs:
-            self._pairs[objective] = training_data(self.setup.run_settings(objective=objective), self.tokenizer).examples
-        return self._pairs[objective]
-
     def run_one(self, run: Run) -> dict:
         """Pre-train one model of this variant and size from this seed (the recipe's steps), then measure it."""
         s = self.setup
         objective, static, _ = VARIANTS[run.variant]
         settings = s.run_settings(run.seed, objective=objective)
         masking = MLMMasking(self.tokenizer)
-        examples = self._examples(objective)
+        examples = self.objective_examples(objective)
         copies = None
         if static:  # as many masked copies as keep each mask's repeats at BERT's
             copies = max(1, math.ceil(s.steps * s.batch_size / len(examples) / BERT_MASK_REPEATS))

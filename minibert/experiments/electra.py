@@ -41,7 +41,7 @@ from ..pretraining.electra import ElectraData, ElectraForPreTraining, electra_ma
 from ..recipes.pretrain import make_trainer
 from ..training import evaluate as evaluate_model
 from .bidirectionality import Bidirectionality, BidirectionalitySetup
-from .grid import mean_sd_n
+from .grid import cpu_seconds_per_step, mean_sd_n
 from .masking import difference_and_error
 
 ARMS = ("mlm", "electra", "electra-time", "electra-steps")
@@ -145,9 +145,7 @@ class ElectraComparison(Bidirectionality):
         after the first (which pays for warming up)."""
         settings = self.setup.run_settings(0, steps=self.setup.timing_steps)
         model = self.model("mlm", 0) if objective == "mlm" else self.electra(0)
-        data = self.training_data(objective)
-        history = make_trainer(settings, model, data, progress=False, log_every=10).fit()
-        return statistics.median(history.series("cpu_s_per_step")[1][1:])
+        return cpu_seconds_per_step(settings, model, self.training_data(objective))
 
     def training_data(self, objective: str):
         if objective == "mlm":

@@ -22,7 +22,15 @@ from tqdm.auto import tqdm
 
 from ..atomic import atomic_path
 from ..pretraining import unigram_loss
-from ..recipes.pretrain import PretrainSettings, TrainingSettings, held_out_data, make_tokenizer, score, training_data
+from ..recipes.pretrain import (
+    PretrainSettings,
+    TrainingSettings,
+    held_out_data,
+    make_tokenizer,
+    make_trainer,
+    score,
+    training_data,
+)
 from ..user_files import regular_file
 
 RESULT_KEYS = ("setup", "runs", "references")
@@ -92,6 +100,7 @@ class PretrainingGrid:
     progress_label = "pre-training runs"
 
     def __post_init__(self):
+        self._task_examples: dict[str, list] = {}  # sentence task -> its examples, built once
         shared = self.setup.run_settings()
         self.tokenizer = make_tokenizer(shared)
         self.examples, self.eval_data = training_data(shared, self.tokenizer).examples, held_out_data(shared, self.tokenizer)
@@ -103,6 +112,16 @@ class PretrainingGrid:
 
     def measure_references(self) -> dict[str, float]:
         return {"unigram_loss": self.unigram_loss()}
+
+    def objective_examples(self, objective: str) -> list:
+        """The training examples of an objective: the packed text for ``"none"``, and for a sentence task
+        (``"nsp"``, ``"sop"``) its pairs of the same text, built the first time a run asks for them."""
+        if objective == "none":
+            return self.examples
+        if objective not in self._task_examples:
+            settings = self.setup.run_settings(objective=objective)
+            self._task_examples[objective] = training_data(settings, self.tokenizer).examples
+        return self._task_examples[objective]
 
     def unigram_loss(self) -> float:
         """Held-out MLM loss of always predicting the training text's token frequencies: the plateau
@@ -149,6 +168,13 @@ class PretrainingGrid:
 
     def run_one(self, run) -> dict:
         raise NotImplementedError
+
+
+def cpu_seconds_per_step(settings, model, data, log_every: int = 10) -> float:
+    """CPU seconds of this process per training step of ``model`` on ``data``: a short run of ``settings``
+    (its ``steps``), the median of the Trainer's log windows after the first (which pays for warming up)."""
+    history = make_trainer(settings, model, data, progress=False, out_dir=None, log_every=log_every).fit()
+    return statistics.median(history.series("cpu_s_per_step")[1][1:])
 
 
 def mean_sd_n(values) -> tuple[float, float, int]:

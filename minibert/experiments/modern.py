@@ -25,7 +25,6 @@ plus attention's ``12 · L · H · T`` per token), since equal time on a CPU is 
 """
 from __future__ import annotations
 
-import statistics
 import time
 from dataclasses import dataclass, field
 
@@ -39,8 +38,8 @@ from ..modernbert import ModernBertConfig, ModernBertForMaskedLM, ModernBertMode
 from ..modernbert.layers import ModernBertMLP
 from ..modernbert.unpadding import Packing
 from ..pretraining import MLMMasking, PretrainingDataset
-from ..recipes.pretrain import make_model, make_trainer, training_data
-from .grid import PretrainingGrid, mean_sd_n
+from ..recipes.pretrain import make_model, make_trainer
+from .grid import PretrainingGrid, cpu_seconds_per_step, mean_sd_n
 from .masking import AblationSetup
 
 
@@ -68,7 +67,7 @@ ROWS = {
     "modern/global": Row("ModernBERT − sliding window (global)", "modernbert", mlm_probability=0.30, change="global"),
     "modern/mask-15": Row("ModernBERT − 30% masking (15%)", "modernbert"),
 }
-CALIBRATION_STEPS = 24
+CALIBRATION_STEPS = 60  # six log windows of 10: the median of the five after the first (ELECTRA's grid times alike)
 
 
 @dataclass(kw_only=True)
@@ -205,7 +204,6 @@ class ModernGrid(PretrainingGrid):
     setup: ModernGridSetup = field(default_factory=ModernGridSetup)
 
     def __post_init__(self):
-        self._pairs = None
         probe = self.setup.probe_sentences
         self.probe_train, self.probe_test = ([[(w.form, w.upos) for w in sentence.words]
                                               for sentence in load_ud_english_ewt(split)[:probe]] for split in ("dev", "test"))
@@ -233,21 +231,16 @@ class ModernGrid(PretrainingGrid):
 
     def data(self, run: Run) -> PretrainingDataset:
         row = ROWS[run.row]
-        if row.objective == "nsp" and self._pairs is None:
-            self._pairs = training_data(self.setup.run_settings(objective="nsp"), self.tokenizer).examples
-        examples = self._pairs if row.objective == "nsp" else self.examples
-        return PretrainingDataset(examples, MLMMasking(self.tokenizer, row.mlm_probability))
+        return PretrainingDataset(self.objective_examples(row.objective), MLMMasking(self.tokenizer, row.mlm_probability))
 
     def cpu_seconds_per_step(self, run: Run) -> float:
-        """CPU seconds of one update of this row's model on its own data: timed once per row (a few updates,
-        the first one, which warms caches, left out) and kept with the references, so that every seed of a row
-        trains the same number of steps and a grid that goes on later keeps them."""
+        """CPU seconds of one update of this row's model on its own data (`cpu_seconds_per_step`): timed once per
+        row and kept with the references, so that every seed of a row trains the same number of steps and a grid
+        that goes on later keeps them."""
         timed = self.references.setdefault("cpu_s_per_step", {})
         if run.row not in timed:
-            settings = self.settings(Run(run.row, 0), CALIBRATION_STEPS)
-            trainer = make_trainer(settings, self.model(Run(run.row, 0)), self.data(run), progress=False,
-                                   out_dir=None, log_every=1)
-            timed[run.row] = statistics.fmean(trainer.fit().series("cpu_s_per_step")[1][1:])
+            first = Run(run.row, 0)
+            timed[run.row] = cpu_seconds_per_step(self.settings(first, CALIBRATION_STEPS), self.model(first), self.data(run))
             self._save()
         return timed[run.row]
 

@@ -126,7 +126,7 @@ class PretrainSettings(TrainingSettings):
     extend_from: int | None = None              # init_from was trained on this many positions and one segment:
                                                 # longer inputs start from copies of them (`extend_trained_length`)
     random_positions: int | None = None         # place each training sequence at a random offset among this many
-                                                # positions: short sequences then train every position (§3 of #37)
+                                                # positions: short sequences then train every position
     tokenizer: str = DEFAULT_TOKENIZER          # a Hub id or folder with the vocabulary (unless vocab_size)
     objective: str = "nsp"                      # nsp: BERT; sop: ALBERT; none: RoBERTa (MLM on packed sentences)
     mlm_probability: float = 0.15               # fraction of tokens to predict
