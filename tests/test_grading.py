@@ -258,6 +258,39 @@ def test_each_submission_runs_as_its_own_identity_and_leaves_no_process(grader_a
     assert marks(grading.autograde(second, source=FIXTURE))["softmax_tests"] == (2, 2)
 
 
+@pytest.mark.skipif(walls.pwd is None or not Path("/proc").is_dir(), reason="user ids are a Unix thing")
+def test_an_id_held_by_a_grader_that_was_killed_is_taken_again(tmp_path, monkeypatch):
+    """A grader killed by SIGKILL never gives its id back: its file stayed and the id was lost for good. The file
+    names the process that holds it: an id whose holder still runs stays held, one whose holder ended is taken
+    again, and what it left in the scratch folders goes first (the next student must not find it)."""
+    import subprocess
+
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    first = 1_799_990
+    monkeypatch.setattr(walls, "IDS_HELD", tmp_path / "held")
+    monkeypatch.setattr(walls, "SUBMISSION_IDS", range(first, first + 3))
+    (tmp_path / "held").mkdir()
+    (tmp_path / "held" / str(first)).write_text(f"{os.getpid()}\n")  # a grader still running: this one
+    (tmp_path / "held" / str(first + 1)).write_text(f"{ended.pid}\n")  # a grader that was killed
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    left = scratch / "left-by-the-killed-gradings-student"
+    left.write_text("the last holder's")
+    can_chown = os.geteuid() == 0
+    if can_chown:
+        os.chown(left, first + 1, first + 1)
+    monkeypatch.setattr(walls, "SCRATCH", (str(scratch),))
+    assert walls.reserve_identity() == first + 1
+    assert (tmp_path / "held" / str(first + 1)).read_text().strip() == str(os.getpid())
+    assert left.exists() != can_chown  # removed where it could belong to that id
+    assert walls.reserve_identity() == first + 2  # the ids now held: none is handed out twice
+    with pytest.raises(walls.WallError, match="held by a running grader"):
+        walls.reserve_identity()
+    walls.release_identity(first + 1)
+    assert walls.reserve_identity() == first + 1
+
+
 def _read(path: Path) -> bytes:
     try:
         return path.read_bytes()
@@ -658,7 +691,7 @@ def test_one_broken_notebook_costs_only_its_own_points_and_says_why(tmp_path, de
     def duplicated_test_cell(path):
         nb = nbformat.read(path, as_version=4)
         k = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "softmax_tests")
-        nb.cells.insert(k, nbformat.from_dict(dict(nb.cells[k])))
+        nb.cells.insert(k, nbformat.from_dict({**nb.cells[k], "id": "pasted-copy"}))  # Jupyter's copy: a new id
         nbformat.write(nb, path)
 
     cases = {"invalid JSON": (lambda p: p.write_text('{"cells": [', encoding="utf-8"), "is not a readable notebook"),

@@ -7,6 +7,7 @@ submission below got a wrong softmax full marks, or reached another student's wo
 ran the tests in the student's kernel; every honest one here was held at zero by that grader's code review.
 """
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -18,7 +19,7 @@ import pytest
 from test_grading import FIXTURE, NAIVE_SOFTMAX, STABLE_SOFTMAX, bubblewrap_installed, demo_release, grader_account
 
 from minibert import grading
-from minibert.grading import autograde_class, summary
+from minibert.grading import autograde_class, summary, walls
 
 __all__ = ["bubblewrap_installed", "demo_release", "grader_account"]  # fixtures shared with test_grading
 
@@ -232,6 +233,68 @@ def test_root_never_writes_or_chmods_through_a_students_link(demo_release, tmp_p
     after = (secret.read_bytes(), stat.S_IMODE(secret.stat().st_mode), (other / "01_demo.ipynb").read_bytes())
     assert after == before
     assert scores["other"].score == 5 and scores["attacker"].notebooks["01_demo"]["softmax_tests"].score == 0
+
+
+def _descendants(pid: int) -> dict[int, str]:
+    """Every process below ``pid`` (Linux's /proc), with its command line."""
+    children: dict[int, list[int]] = {}
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat_file.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat_file.parent.name))
+    found, todo = {}, [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            try:
+                found[child] = (Path("/proc") / str(child) / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            todo.append(child)
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:  # a zombie (ended, not yet reaped by whoever adopted it) runs nothing
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from Linux's /proc")
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGKILL"])
+def test_a_stop_sent_to_the_grader_alone_ends_everything_it_started(demo_release, tmp_path, grader_account, stop):
+    """SIGTERM (a scheduler's time limit, `kill`) reaches only the process it is sent to. Sent to the grading
+    command while a student's cell sleeps, it used to end that command alone: nbgrader, the checker and the
+    student's process ran on, orphaned, and the grading id stayed held. Now the stop is passed down the chain as
+    Ctrl-C would be: the command says it was interrupted, and nothing it started is left running. SIGKILL,
+    which no process can see, ends the rest all the same (each child is told when its parent dies)."""
+    submission = tmp_path / "sleeps"
+    submission.mkdir()
+    nbformat.write(notebook(demo_release, "import time\ntime.sleep(900)\n" + STABLE_SOFTMAX),
+                   submission / "01_demo.ipynb")
+    command = subprocess.Popen([sys.executable, "-m", "minibert.grading", "autograde", str(submission), "--source",
+                                str(FIXTURE), "--timeout", "600"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 180
+    while not any("minibert.grading.runner" in line for line in _descendants(command.pid).values()):
+        assert command.poll() is None, command.stdout.read().decode()[-3000:]
+        assert time.monotonic() < deadline, "the student's process did not start"
+        time.sleep(0.5)
+    time.sleep(1)  # its cells started: the first one sleeps
+    started = _descendants(command.pid)
+    ids = {(Path("/proc") / str(pid)).stat().st_uid for pid, line in started.items() if "grading.runner" in line}
+    command.send_signal(getattr(signal, stop))
+    if stop == "SIGTERM":
+        assert command.wait(60) == 130
+        assert "grading interrupted: stopped by SIGTERM" in command.stdout.read().decode()
+    command.wait(60)
+    deadline = time.monotonic() + 60
+    while (left := {pid: line for pid, line in started.items() if _running(pid)}) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not left, f"still running after the grader was stopped: {left}"
+    for uid in ids - {os.getuid()}:  # graded as an id of its own: given back
+        assert not (walls.IDS_HELD / str(uid)).exists()
 
 
 FILLS_THE_DISK = STABLE_SOFTMAX + """

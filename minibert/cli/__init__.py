@@ -17,12 +17,10 @@
     minibert slides [NOTEBOOKS...] [--out DIR]  reveal.js slides of the notebooks, offline (default: slides/)
     minibert slides annotate NOTEBOOKS...       write slide metadata into the cells not annotated before
 """
-import contextlib
 import shlex
-import signal
 import sys
-import threading
 
+from .. import stops
 from ..atomic import DiskFullError, disk_full
 from ..out_folder import locked_file
 from .experiment_commands import (EXPERIMENTS, beyond_bert_parser, bidirectionality_parser, electra_parser,
@@ -74,7 +72,7 @@ def _run(recipe, label, then: str) -> int:
     (``then``: how to go on after an interruption or a full disk). SIGTERM and SIGHUP (`kill`, `docker stop`,
     a closed terminal) stop it as Ctrl-C does, so that every command cleans up what it had half-written."""
     try:
-        with _stopped_as_by_ctrl_c():
+        with stops.as_ctrl_c():  # SIGTERM and SIGHUP clean up as Ctrl-C does
             result = recipe()
     except Exception as e:
         if disk_full(e):  # whatever raised it (our writes say what is intact; a library's says less)
@@ -93,21 +91,4 @@ def _run(recipe, label, then: str) -> int:
     if label:
         print(f"{label}: {result}")
     return 0
-
-
-@contextlib.contextmanager
-def _stopped_as_by_ctrl_c():
-    """SIGTERM and SIGHUP raise KeyboardInterrupt while the block runs (the Trainer puts its own handler, which
-    first saves a checkpoint, in their place while it trains)."""
-    def interrupt(number, frame):
-        raise KeyboardInterrupt(f"stopped by {signal.Signals(number).name}")
-
-    in_main_thread = threading.current_thread() is threading.main_thread()  # the only one signals reach
-    names = [name for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name) and in_main_thread]
-    previous = {name: signal.signal(getattr(signal, name), interrupt) for name in names}
-    try:
-        yield
-    finally:
-        for name, handler in previous.items():
-            signal.signal(getattr(signal, name), handler)
 

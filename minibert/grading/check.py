@@ -17,6 +17,7 @@ import traceback
 from pathlib import Path
 
 from ..course import integrity
+from ..stops import as_ctrl_c, raise_if_received
 from . import plain, remote, walls
 
 RESTARTS = 3  # student processes started again for one notebook, after a timeout or a death
@@ -173,38 +174,44 @@ def check(spec: dict) -> dict:
     names: list[str] = []
     results = {}
     started = False
-    for cell in instructor.cells[:max(tests, default=-1) + 1]:  # what comes after the last test scores nothing
-        meta = cell.metadata.get("nbgrader", {})
-        if meta.get("grade_id") in spec.get("skip", ()) and not meta.get("grade"):
-            continue
-        if meta.get("solution"):
-            names += bound_names(cell.source)
-        if _is_test(cell):
-            grade_id = meta["grade_id"]
-            if grade_id not in stops:
-                results[grade_id] = {"passed": False, "error": "this test cell is not in the submitted notebook, or "
-                                     "was moved (deleted, or its nbgrader metadata removed): copy it back from the "
-                                     "release, in its place", "printed": "", "notes": []}
+    try:  # however this ends (a stop included), the student's process ends with it
+        # what comes after the last test scores nothing
+        for cell in instructor.cells[:max(tests, default=-1) + 1]:
+            meta = cell.metadata.get("nbgrader", {})
+            if meta.get("grade_id") in spec.get("skip", ()) and not meta.get("grade"):
                 continue
-            try:
-                if not started:
-                    student.start()
-                    started = True
-                student.events = []
-                student.reach(grade_id)
-                results[grade_id] = run_test(shell, cell.source, list(dict.fromkeys(names)), student.connection)
-                student.served.add(grade_id)
-                plain.send(student.connection.requests, {"op": "continue"})
-            except (remote.StudentProcessError, remote.StudentTimeout, OSError) as e:
-                results[grade_id] = {"passed": False, "error": str(e), "printed": "", "notes": []}
-            results[grade_id]["before"] = list(student.events)  # for the person grading, passed or not
-            if not results[grade_id]["passed"] and student.events:
-                results[grade_id]["error"] += "; before it, " + "; ".join(student.events[:3])
-        elif cell.cell_type == "code":
-            with contextlib.redirect_stdout(io.StringIO()):
-                shell.run_cell(cell.source, store_history=False)
-    if student.connection is not None:
-        walls.stop(student.connection.process)
+            if meta.get("solution"):
+                names += bound_names(cell.source)
+            if _is_test(cell):
+                grade_id = meta["grade_id"]
+                if grade_id not in stops:
+                    results[grade_id] = {"passed": False, "error": "this test cell is not in the submitted notebook, "
+                                         "or was moved (deleted, or its nbgrader metadata removed): copy it back "
+                                         "from the release, in its place", "printed": "", "notes": []}
+                    continue
+                try:
+                    if not started:
+                        student.start()
+                        started = True
+                    student.events = []
+                    student.reach(grade_id)
+                    results[grade_id] = run_test(shell, cell.source, list(dict.fromkeys(names)),
+                                                 student.connection)
+                    raise_if_received()  # a stop during the test: IPython took it for the test's error
+                    student.served.add(grade_id)
+                    plain.send(student.connection.requests, {"op": "continue"})
+                except (remote.StudentProcessError, remote.StudentTimeout, OSError) as e:
+                    results[grade_id] = {"passed": False, "error": str(e), "printed": "", "notes": []}
+                results[grade_id]["before"] = list(student.events)  # for the person grading, passed or not
+                if not results[grade_id]["passed"] and student.events:
+                    results[grade_id]["error"] += "; before it, " + "; ".join(student.events[:3])
+            elif cell.cell_type == "code":
+                with contextlib.redirect_stdout(io.StringIO()):
+                    shell.run_cell(cell.source, store_history=False)
+                raise_if_received()
+    finally:
+        if student.connection is not None:
+            walls.stop(student.connection.process)
     return results
 
 
@@ -237,7 +244,8 @@ def main(argv=None) -> int:
     exchange.chmod(0o755)
     os.environ["TMPDIR"] = tempfile.tempdir = spec["exchange"] = str(exchange)
     try:
-        results = check(spec)
+        with as_ctrl_c():
+            results = check(spec)
     finally:
         shutil.rmtree(exchange, ignore_errors=True)
     Path(argv[1]).write_text(json.dumps(results))

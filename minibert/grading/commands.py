@@ -21,6 +21,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from .. import stops
 from ..course import release_zip
 from . import gradebook, intake, walls
 from .gradebook import (
@@ -198,17 +199,21 @@ def main(argv=None) -> int:
                              f"gets (default: $MINIBERT_GRADER_RUN_AS, else {walls.DEFAULT_USER}), as an id of its "
                              "own; not root, student code runs as you")
     args = parser.parse_args(argv)
-    try:
-        if args.command == "release":
-            folder = release(args.source, args.out)
-            print(f"student release written to {folder}")
-            print(f"for an LMS or JupyterHub: {release_zip.write(folder, Path(args.out) / ZIP_NAME)} "
-                  f"(unzip, then python3 course.py lab in {release_zip.FOLDER}/)")
-        elif args.command == "autograde-class":
-            print(summary(autograde_class(args.class_dir, args.source, args.timeout, args.run_as, args.course)))
-        else:
-            print(autograde(args.submission_dir, args.source, args.timeout, args.run_as).table())
-    except (GradingError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    with stops.as_ctrl_c():  # SIGTERM or SIGHUP: nbgrader, the checker and the student's process end too
+        try:
+            if args.command == "release":
+                folder = release(args.source, args.out)
+                print(f"student release written to {folder}")
+                print(f"for an LMS or JupyterHub: {release_zip.write(folder, Path(args.out) / ZIP_NAME)} "
+                      f"(unzip, then python3 course.py lab in {release_zip.FOLDER}/)")
+            elif args.command == "autograde-class":
+                print(summary(autograde_class(args.class_dir, args.source, args.timeout, args.run_as, args.course)))
+            else:
+                print(autograde(args.submission_dir, args.source, args.timeout, args.run_as).table())
+        except (GradingError, FileNotFoundError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt as e:  # what it started has ended; the gradebook holds what was scored before
+            print(f"grading interrupted{f': {e}' if str(e) else ''}", file=sys.stderr)
+            return 130
     return 0

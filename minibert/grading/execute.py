@@ -18,6 +18,8 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Integer, List, Unicode
 
+from .. import stops
+from . import stopping
 from .gradebook import skipped_cells
 from .intake import submitted_files
 
@@ -50,6 +52,10 @@ class WalledExecute(NbGraderPreprocessor):
         config=True)
 
     def preprocess(self, nb, resources):
+        with stops.as_ctrl_c():  # nbgrader stopped: the checker, the student's process, the id too
+            return self._preprocess(nb, resources)
+
+    def _preprocess(self, nb, resources):
         from . import walls
 
         info = resources["nbgrader"]
@@ -72,12 +78,14 @@ class WalledExecute(NbGraderPreprocessor):
                     "files": submitted_files(submitted, {p.name for p in walls.course_files(release_dir)})}
             (work / "spec.json").write_text(json.dumps(spec))
             with open(work / "check.log", "wb") as log:
-                done = subprocess.run([sys.executable, "-m", "minibert.grading.check", str(work / "spec.json"),
-                                       str(work / "results.json")], cwd=source_dir, stdout=log, stderr=subprocess.STDOUT)
+                checker = subprocess.Popen([sys.executable, "-m", "minibert.grading.check", str(work / "spec.json"),
+                                            str(work / "results.json")], cwd=source_dir, stdout=log,
+                                           stderr=subprocess.STDOUT, preexec_fn=stopping.ends_with_this_process())
+                returncode = stopping.wait(checker)
         finally:
             if uid is not None:
                 walls.release_identity(uid)
-        if done.returncode == 0 and (work / "results.json").exists():
+        if returncode == 0 and (work / "results.json").exists():
             results = json.loads((work / "results.json").read_text())
         else:  # the grader's own failure: every test of this notebook at zero, with the cause, and the class goes on
             tail = (work / "check.log").read_text(errors="replace").strip().splitlines()[-1:]

@@ -13,13 +13,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 
-from . import walls
+from . import stopping, walls
 
 CONFIG = """c.Autograde.autograde_preprocessors = [
     "minibert.grading.execute.WalledExecute", "nbgrader.preprocessors.IgnorePattern",
@@ -169,11 +168,8 @@ def run_nbgrader(course: Path, command: str, *options: str, private: bool = Fals
     # make reading to its end wait forever.
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as output:
         result = subprocess.Popen(args, cwd=course, env=env, stdout=output, stderr=subprocess.STDOUT,
-                                  umask=0o077 if private else -1)
-        while result.poll() is None:
-            if progress is not None:
-                progress()
-            time.sleep(0.5)
+                                  umask=0o077 if private else -1, preexec_fn=stopping.ends_with_this_process())
+        stopping.wait(result, progress)  # a stop of this process stops nbgrader, and what it runs, too
         output.seek(0)
         text = output.read()
     if result.returncode != 0:

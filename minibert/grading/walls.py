@@ -18,6 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from . import stopping
+
 try:
     import pwd
 except ImportError:  # Windows: no users to switch to
@@ -96,18 +98,40 @@ def check_user(user) -> None:
 
 def reserve_identity() -> int:
     """A user (and group) id of `SUBMISSION_IDS` that no account has, no process runs as, and no other grading
-    (a thread or another grader on this machine) holds: a file created exclusively in `IDS_HELD` marks it."""
+    (a thread or another grader on this machine) holds: a file in `IDS_HELD` names the process that holds it.
+    A grader that was killed (SIGKILL, a power cut) never gave its id back: the id is taken again, once what
+    it left in the scratch folders is removed, as soon as the process its file names has ended."""
+    import fcntl
+
     IDS_HELD.mkdir(mode=0o700, exist_ok=True)
-    taken = {entry.pw_uid for entry in pwd.getpwall()} | {uid for _, uid in processes()}
-    for uid in SUBMISSION_IDS:
-        if uid in taken:
-            continue
-        try:
-            os.close(os.open(IDS_HELD / str(uid), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-        except FileExistsError:
-            continue
-        return uid
-    raise WallError(f"every grading id of {SUBMISSION_IDS} is held: remove {IDS_HELD} if no grader is running")
+    with open(IDS_HELD / ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one reservation at a time on this machine; released on close
+        taken = {entry.pw_uid for entry in pwd.getpwall()} | {uid for _, uid in processes()}
+        for uid in SUBMISSION_IDS:
+            marker = IDS_HELD / str(uid)
+            if uid in taken or _holder_alive(marker):
+                continue
+            if marker.exists():  # its holder ended without giving it back
+                remove_files_of(uid)
+            marker.write_text(f"{os.getpid()}\n")
+            return uid
+    raise WallError(f"every grading id of {SUBMISSION_IDS} is held by a running grader: wait for one to finish")
+
+
+def _holder_alive(marker: Path) -> bool:
+    try:
+        holder = int(marker.read_text())
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError):  # unreadable, or written by an older grader (empty): not provably free
+        return True
+    try:
+        os.kill(holder, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, as another user
+        pass
+    return True
 
 
 def release_identity(uid: int) -> None:
@@ -273,6 +297,8 @@ def start(*, assets: Path, work: Path, uid: int | None, covered: list[Path], cpu
                 os.chown(path, uid, uid, follow_symlinks=False)
         cwd = str(work)
 
+    ends_with_the_checker = stopping.ends_with_this_process()  # (bubblewrap's own --die-with-parent when walled)
+
     def wall_in():
         os.setsid()
         _apply(bounds)
@@ -280,6 +306,8 @@ def start(*, assets: Path, work: Path, uid: int | None, covered: list[Path], cpu
             os.setgroups([])
             os.setgid(uid)
             os.setuid(uid)
+        if not walled:
+            ends_with_the_checker()  # after setuid, which clears it
 
     with open(log, "ab") as output:
         process = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=output,
