@@ -78,6 +78,17 @@ def test_each_row_changes_what_it_names():
 
 @pytest.mark.skipif(not os.environ.get("MINIBERT_DATA_MIRROR") and not os.environ.get("CI"),
                     reason="needs the data mirror (MINIBERT_DATA_MIRROR)")
+def test_the_budget_sets_the_steps_so_the_command_has_no_steps_flag(tmp_path, capsys):
+    """A --steps the grid would ignore (each row's steps come from its CPU budget) is refused, not shown."""
+    with pytest.raises(SystemExit):
+        main(["experiment", "modern", "--out", str(tmp_path / "m.json"), "--steps", "5"])
+    assert "unrecognized arguments: --steps 5" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["experiment", "modern", "--help"])
+    shown = capsys.readouterr().out
+    assert "--budget-minutes" in shown and "--steps" not in shown
+
+
 def test_the_command_runs_a_small_grid_at_equal_cpu_time_and_goes_on_from_its_file(tmp_path, capsys):
     torch.set_num_threads(1)
     out = tmp_path / "modern.json"

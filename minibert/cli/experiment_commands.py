@@ -107,7 +107,7 @@ def modern_parser() -> argparse.ArgumentParser:
     add("--budget-minutes", type=float, help=f"CPU-minutes of training per run (default {setup.budget_minutes:g})")
     add("--local-attention", type=int, help=f"ModernBERT's sliding window in tokens (default {setup.local_attention})")
     _add_probe_flags(p, ModernGridSetup)
-    _add_grid_flags(p, ModernGridSetup)
+    _add_grid_flags(p, ModernGridSetup, without=("steps",))  # each row's steps come from its budget
     return p
 
 
@@ -148,12 +148,13 @@ def _add_probe_flags(parser: argparse.ArgumentParser, setup_class) -> None:
                  "0: no sentiment probe, and no need of the datasets package)")
 
 
-def _add_grid_flags(parser: argparse.ArgumentParser, setup_class=None) -> None:
-    """The flags of `GridSetup`, shared by every pre-training grid; the help gives ``setup_class``'s defaults."""
+def _add_grid_flags(parser: argparse.ArgumentParser, setup_class=None, without: tuple[str, ...] = ()) -> None:
+    """The flags of `GridSetup`, shared by every pre-training grid; the help gives ``setup_class``'s defaults.
+    ``without``: flags the grid sets itself (`_add_training_flags`)."""
     from ..experiments.grid import GridSetup
 
     setup_class = setup_class or GridSetup
-    _add_training_flags(parser, setup_class, held_out_optional=False)
+    _add_training_flags(parser, setup_class, held_out_optional=False, without=without)
     parser.add_argument("--eval-examples", type=int,
                         help=f"held-out sequences scored (default {setup_class.__dataclass_fields__['eval_examples'].default})")
 

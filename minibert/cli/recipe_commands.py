@@ -56,10 +56,12 @@ def pretrain_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _add_training_flags(parser: argparse.ArgumentParser, settings_class, held_out_optional: bool = True) -> None:
+def _add_training_flags(parser: argparse.ArgumentParser, settings_class, held_out_optional: bool = True,
+                        without: tuple[str, ...] = ()) -> None:
     """The flags of the recipe's shared `TrainingSettings`, for `minibert pretrain` and every grid; the help
     gives ``settings_class``'s defaults. ``held_out_optional``: whether a run may go without held-out text
-    (`minibert pretrain` may; a grid scores every run on it)."""
+    (`minibert pretrain` may; a grid scores every run on it). ``without``: flags the command sets itself
+    (``"steps"`` where a CPU budget sets them), left out so that none is shown and then ignored."""
     from dataclasses import MISSING, fields
 
     d = {f.name: f.default if f.default is not MISSING else f.default_factory() for f in fields(settings_class)
@@ -75,7 +77,8 @@ def _add_training_flags(parser: argparse.ArgumentParser, settings_class, held_ou
     add("--vocab-size", type=int, help="train a new WordPiece vocabulary of this size on --corpus"
                                        + (f" (default {d['vocab_size']})" if d["vocab_size"] else " instead"))
     add("--max-seq-len", type=int, help=f"tokens per example, [CLS] and [SEP]s included (default {d['max_seq_len']})")
-    add("--steps", type=int, help=f"optimizer updates (default {d['steps']})")
+    if "steps" not in without:
+        add("--steps", type=int, help=f"optimizer updates (default {d['steps']})")
     add("--batch-size", type=int, help=f"examples per micro-batch and process (default {d['batch_size']})")
     add("--lr", type=float, help=f"peak learning rate (default {d['lr']:g}; small models take more than BERT-base's 1e-4)")
     add("--warmup-ratio", type=float, help=f"fraction of the steps of linear warmup (default {d['warmup_ratio']})")
