@@ -133,7 +133,7 @@ def main(argv: list[str]) -> int:
         cmd = [str(PYTHON) if extra[0] in ("python", "python3") else str(program) if program.exists() else extra[0],
                *extra[1:]]
         os.chdir(CALLER)  # relative paths in the command mean what they meant where it was typed
-        return subprocess.call(cmd, env=env)
+        return hand_over(cmd, env)
     if command == "lab" and not (ROOT / "tests").is_dir():  # the student release: no instructor menus
         os.environ["JUPYTER_CONFIG_DIR"] = str(student_jupyter_config())
     if command == "lab":
@@ -156,7 +156,17 @@ def main(argv: list[str]) -> int:
             os.environ.update(OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
         cmd = [str(PYTHON), "-m", "pytest", *paths, *options, *parallel, *extra]
     print("$", Path(cmd[0]).name, *cmd[1:], flush=True)
-    return subprocess.call(cmd)
+    return hand_over(cmd)
+
+
+def hand_over(cmd: list[str], env: dict | None = None) -> int:
+    """Run ``cmd`` as this very process (POSIX ``exec``), so that Ctrl-C, a ``kill`` or a closed terminal
+    reaches Jupyter, pytest or the command itself: a parent that waited for it would end alone and leave it
+    running, orphaned. Windows has no such exec (its ``os.exec*`` starts a new process and returns at once),
+    so there the command runs as a child and its status is returned."""
+    if os.name == "posix":
+        os.execvpe(cmd[0], cmd, os.environ if env is None else env)
+    return subprocess.call(cmd, env=env)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
 """The two install routes (pip with pyproject.toml, conda with environment.yml) pin the same versions."""
+import os
 import tomllib
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -90,3 +91,18 @@ def test_the_student_releases_lab_has_no_nbgrader_menus(tmp_path, monkeypatch):
         line = next(line for line in listed.splitlines() if name in line)
         assert "disabled" in line, line
     assert "jupyterlab" in listed and "enabled" in listed  # the rest of the lab is there
+
+
+@pytest.mark.skipif(os.name != "posix", reason="Windows has no exec that keeps the process")
+def test_course_py_becomes_the_command_so_a_stop_reaches_it():
+    """`course.py lab`, `test` and `run` used to wait for Jupyter, pytest or the command as a child: a `kill` or
+    a closed terminal ended course.py alone and left the child running. Now course.py becomes the command
+    (same process id), so whatever stops it stops the command; and the command's exit status is its own."""
+    import subprocess
+    import sys
+    launcher = subprocess.Popen([sys.executable, str(ROOT / "course.py"), "run", "python", "-c",
+                                 "import os, sys; print(os.getpid()); sys.exit(3)"],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    printed, _ = launcher.communicate(timeout=600)
+    assert launcher.returncode == 3
+    assert printed.split()[-1] == str(launcher.pid)
