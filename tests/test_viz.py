@@ -241,3 +241,26 @@ def test_grid_labels_can_count_from_one_like_the_papers_head_names(model, tokeni
     thumbnails = [ax for ax in plot_attention_grid(sample.attentions, number_from=1).axes if ax.images]
     assert [ax.get_title() for ax in thumbnails[:4]] == ["head 1", "head 2", "head 3", "head 4"]
     assert thumbnails[8].get_ylabel() == "layer 3"
+
+
+def test_the_grid_picture_draws_every_seed_its_mean_and_each_reference_line_once():
+    from minibert.viz.diagrams import overlapping_texts, smallest_font_pt
+    from minibert.viz.modern import POST, PRE, plot_grid
+
+    rows = {"BERT (2018)": {"fill-in (%)": [5.4, 5.5, 5.6], "POS (%)": [68.0, 69.0, 70.0]},
+            "ModernBERT (2024)": {"fill-in (%)": [18.0, 19.0], "POS (%)": [84.0, 86.0]}}
+    lines = {"POS (%)": {"untrained encoder": 68.4, "word identity": 81.8}}
+    fig = plot_grid(rows, lines)
+    fill_in, pos = fig.axes
+    assert [t.get_text() for t in fill_in.get_yticklabels()] == list(rows) and fill_in.get_ylim()[0] > 0  # first on top
+    dots = [c for c in fill_in.collections if isinstance(c, matplotlib.collections.PathCollection)]  # the scatters
+    assert [sorted(c.get_offsets()[:, 0]) for c in dots] == [[5.4, 5.5, 5.6], [18.0, 19.0]]
+    assert [c.get_offsets()[0, 1] for c in dots] == [0, 1]
+    assert [matplotlib.colors.to_hex(c.get_facecolor()[0]) for c in dots] == [POST.lower(), PRE.lower()]
+    means = [line.get_xdata()[0] for line in fill_in.get_lines() if line.get_marker() == "o"]
+    assert means == pytest.approx([5.5, 18.5])
+    assert {line.get_label(): line.get_xdata()[0] for line in pos.get_lines() if line.get_label() in lines["POS (%)"]} \
+        == lines["POS (%)"]
+    assert sorted(t.get_text() for t in fig.legends[0].get_texts()) == ["untrained encoder", "word identity"]
+    assert fig.get_size_inches()[0] <= 10 and smallest_font_pt(fig) >= 14 and not overlapping_texts(fig)
+    plt.close(fig)

@@ -129,3 +129,41 @@ def plot_unpadding(attention_mask) -> Figure:
     left.legend(handles=[Patch(color=PADDING, label="[PAD]")], fontsize=FONT, loc="lower right")
     fig.tight_layout()
     return fig
+
+
+def plot_grid(rows: dict[str, dict[str, list[float]]], lines: dict[str, dict[str, float]]) -> Figure:
+    """The 2018 → 2024 grid, one line per row and one panel per measure: every seed a small dot, their mean a
+    large one with its standard deviation, BERT's rows red and ModernBERT's blue (by the label's first word).
+    ``rows``: label -> measure -> one value per seed, the first row at the top; ``lines``: measure -> reference
+    name -> value, drawn across its panel (the plateau, the untrained encoder, the word alone) and named once
+    in a legend below."""
+    measures, height = list(next(iter(rows.values()))), 1.4 + 0.42 * len(rows)
+    fig, axes = plt.subplots(1, len(measures), figsize=(10, height), sharey=True)
+    axes = np.atleast_1d(axes)
+    styles = iter([("--", "#555555"), (":", "#555555"), ("-.", "#999999"), ("--", "#999999")])
+    named = {}
+    family = [label.split()[0] for label in rows]
+    for ax, measure in zip(axes, measures):
+        for y in range(1, len(rows)):
+            if family[y] != family[y - 1]:  # a rule between BERT's rows and ModernBERT's
+                ax.axhline(y - 0.5, color="#bbbbbb", lw=1)
+        for y, (label, values) in enumerate(rows.items()):
+            colour = PRE if family[y] == "ModernBERT" else POST
+            seeds = np.asarray(values[measure], dtype=float)
+            ax.scatter(seeds, [y] * len(seeds), s=18, color=colour, alpha=0.45, zorder=2)
+            spread = seeds.std(ddof=1) if len(seeds) > 1 else 0.0
+            ax.errorbar(seeds.mean(), y, xerr=spread, fmt="o", ms=8, capsize=4, color=colour, zorder=3)
+        for name, value in lines.get(measure, {}).items():
+            if name not in named:
+                named[name] = next(styles)
+            style, colour = named[name]
+            ax.axvline(value, ls=style, color=colour, lw=1.5, zorder=1, label=name)
+        _readable(ax, measure)
+        ax.margins(x=0.1)  # no dot cut in half by the frame
+        ax.grid(axis="x", color="#eeeeee", zorder=0)
+    axes[0].set_yticks(range(len(rows)), list(rows))
+    axes[0].set_ylim(len(rows) - 0.5, -0.5)  # the first row at the top
+    handles = {h.get_label(): h for ax in axes for h in ax.get_legend_handles_labels()[0]}
+    fig.legend(list(handles.values()), list(handles), fontsize=FONT, loc="lower center", ncol=len(handles), frameon=False)
+    fig.tight_layout(rect=(0, 0.5 / height, 1, 1))  # room below the panels for the legend
+    return fig
