@@ -147,7 +147,7 @@ def plot_grid(rows: dict[str, dict[str, list[float]]], lines: dict[str, dict[str
         for y in range(1, len(rows)):
             if family[y] != family[y - 1]:  # a rule between BERT's rows and ModernBERT's
                 ax.axhline(y - 0.5, color="#bbbbbb", lw=1)
-        for y, (label, values) in enumerate(rows.items()):
+        for y, values in enumerate(rows.values()):
             colour = PRE if family[y] == "ModernBERT" else POST
             seeds = np.asarray(values[measure], dtype=float)
             ax.scatter(seeds, [y] * len(seeds), s=18, color=colour, alpha=0.45, zorder=2)
