@@ -8,6 +8,8 @@ the ticks matplotlib makes again when the notebook renders the figure).
 """
 from __future__ import annotations
 
+import itertools
+
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.colors import ListedColormap
@@ -140,7 +142,7 @@ def plot_grid(rows: dict[str, dict[str, list[float]]], lines: dict[str, dict[str
     measures, height = list(next(iter(rows.values()))), 1.4 + 0.42 * len(rows)
     fig, axes = plt.subplots(1, len(measures), figsize=(10, height), sharey=True)
     axes = np.atleast_1d(axes)
-    styles = iter([("--", "#555555"), (":", "#555555"), ("-.", "#999999"), ("--", "#999999")])
+    styles = itertools.cycle([("--", "#555555"), (":", "#555555"), ("-.", "#999999"), (":", "#999999")])
     named = {}
     family = [label.split()[0] for label in rows]
     for ax, measure in zip(axes, measures):
