@@ -26,6 +26,11 @@ def pretrain_parser() -> argparse.ArgumentParser:
     add("--preset", choices=[*PRESETS, *ALBERT_PRESETS],
         help="model size (default: bert-tiny); albert-* factorise the embedding and share one layer's "
              "weights (ALBERT; pair them with --objective sop)")
+    add("--architecture", choices=["bert", "modernbert"],
+        help="bert (default): Devlin et al. 2018; modernbert: Warner et al. 2024's encoder (pre-LN, GeGLU, RoPE, "
+             "no biases, sliding-window attention, unpadding) at --preset's size, MLM alone")
+    add("--local-attention", type=int, metavar="TOKENS",
+        help="--architecture modernbert: the sliding window of its local layers (default 128, ModernBERT's)")
     add("--init-from", metavar="MODEL",
         help="go on pre-training this BERT (Hub id or folder) instead of starting from scratch: its weights, size "
              "and vocabulary; heads it lacks (e.g. the MLM head of a sentence-embedding model) start fresh")
@@ -37,7 +42,8 @@ def pretrain_parser() -> argparse.ArgumentParser:
              "short sequences trains every position a later stage on N tokens reads")
     add("--tokenizer", help="a Hub id or folder with vocab.txt/tokenizer.json")
     add("--objective", choices=["nsp", "sop", "none"],
-        help="nsp: BERT (MLM + next sentence); sop: ALBERT (sentence order); none: RoBERTa (MLM on packed sentences)")
+        help="nsp: BERT (MLM + next sentence; the default for bert); sop: ALBERT (sentence order); none: RoBERTa "
+             "and ModernBERT (MLM on packed sentences; the default for modernbert)")
     add("--mlm-probability", type=float, help="fraction of tokens to predict (default 0.15)")
     add("--mask-same-rnd", type=float, nargs=3, metavar=("MASK", "SAME", "RND"),
         help="of the predicted tokens: fraction replaced by [MASK], kept, replaced by a random token "

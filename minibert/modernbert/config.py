@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from ..config import ACT2FN, MAX_LAYERS, MAX_PARAMETERS, MINIBERT_ONLY, checked_labels, read_json
+from ..config import PRESETS as BERT_PRESETS  # BERT's sizes, which a ModernBERT may take too
 
 GLOBAL, LOCAL = "full_attention", "sliding_attention"  # transformers 5's names of the two layer types
 MODEL_TYPE = "modernbert"
@@ -149,11 +150,18 @@ class ModernBertConfig:
 
     @classmethod
     def from_preset(cls, name: str, **overrides) -> "ModernBertConfig":
-        """A released size, e.g. ``ModernBertConfig.from_preset("answerdotai/ModernBERT-base")``."""
+        """A released size, e.g. ``ModernBertConfig.from_preset("answerdotai/ModernBERT-base")``, or one of BERT's
+        sizes (``"bert-mini"``: its layers, width and heads) with a GeGLU of BERT's feed-forward parameters: BERT's
+        two H × 4H matrices hold 8H², the GeGLU's H × 2I and I × H hold 3HI, so I = 8H/3. A grid that sets
+        2018 against 2024 at one size, or a course model, then compares designs, not sizes."""
         key = name.lower().removeprefix("answerdotai/")
-        if key not in PRESETS:
-            raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
-        layers, hidden, heads, intermediate = PRESETS[key]
+        if key in PRESETS:
+            layers, hidden, heads, intermediate = PRESETS[key]
+        elif key in BERT_PRESETS:
+            layers, hidden, heads = BERT_PRESETS[key]
+            intermediate = round(8 * hidden / 3)
+        else:
+            raise ValueError(f"unknown preset {name!r}; choose one of {', '.join([*PRESETS, *BERT_PRESETS])}")
         return cls(**{**dict(num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=heads,
                              intermediate_size=intermediate), **overrides})
 

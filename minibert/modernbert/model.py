@@ -79,6 +79,10 @@ class ModernBertModel(ModernBertPreTrainedModel):
     (B, T, H), the last after the final norm (= ``last_hidden_state``), as in transformers and in minibert's
     pre-LN BERT. Positions are the tokens' columns, as in transformers: right padding, which tokenizers do,
     numbers each text from 0.
+
+    ``token_type_ids`` is accepted and not read, here and in the heads: ModernBERT has no segment embeddings
+    (a pair is told apart by its [SEP] alone, and its own tokenizer gives no token types), so that a batch made
+    for BERT (the course's pre-training batches, a ``BertTokenizer``'s output) feeds it as it is.
     """
 
     def __init__(self, config: ModernBertConfig):
@@ -90,7 +94,7 @@ class ModernBertModel(ModernBertPreTrainedModel):
         self.init_weights()
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None, output_attentions: bool = False,
-                output_hidden_states: bool = False) -> BaseModelOutput:
+                output_hidden_states: bool = False, token_type_ids: Tensor | None = None) -> BaseModelOutput:
         check_inputs(self.config, input_ids, attention_mask)  # type: ignore[arg-type]  # the fields it reads are shared
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids, dtype=torch.bool)
@@ -167,7 +171,7 @@ class ModernBertForMaskedLM(ModernBertPreTrainedModel):
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None, labels: Tensor | None = None,
                 output_attentions: bool = False, output_hidden_states: bool = False, masked_only: bool = False,
-                masked_positions: Tensor | None = None) -> MaskedLMOutput:
+                masked_positions: Tensor | None = None, token_type_ids: Tensor | None = None) -> MaskedLMOutput:
         out = self.model(input_ids, attention_mask, output_attentions, output_hidden_states)
         if self.config.sparse_prediction and labels is not None and masked_positions is None:
             masked_positions = (labels.flatten() != self.config.sparse_pred_ignore_index).nonzero().flatten()
@@ -210,7 +214,8 @@ class ModernBertForSequenceClassification(ModernBertPreTrainedModel):
         return (hidden * real).sum(dim=1) / real.sum(dim=1)                       # (B, T, H) -> (B, H)
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None, labels: Tensor | None = None,
-                output_attentions: bool = False, output_hidden_states: bool = False) -> TaskOutput:
+                output_attentions: bool = False, output_hidden_states: bool = False,
+                token_type_ids: Tensor | None = None) -> TaskOutput:
         out = self.model(input_ids, attention_mask, output_attentions, output_hidden_states)
         pooled = self.pool(out.last_hidden_state, attention_mask)
         logits = self.classifier(self.drop(self.head(pooled)))  # (B, H) -> (B, num_labels)

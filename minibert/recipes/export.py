@@ -26,6 +26,7 @@ from ..atomic import DiskFullError, disk_full
 from ..config import read_json
 from ..heads import BertForMaskedLM, BertForPreTraining
 from ..hub import WEIGHT_FILES
+from ..modernbert import ModernBertForMaskedLM
 from ..out_folder import BOOKKEEPING, claimable, stage_of, writing
 from ..pretraining import LECTURE_BLANKS, fill_mask
 from ..tasks import get_task
@@ -45,7 +46,8 @@ from .model_card import (
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "int8": None}
 MODEL_CLASSES = ("BertModel", "BertForPreTraining", "BertForMaskedLM", "BertForSequenceClassification",
-                 "BertForQuestionAnswering", "BertForTokenClassification")
+                 "BertForQuestionAnswering", "BertForTokenClassification", "ModernBertModel", "ModernBertForMaskedLM",
+                 "ModernBertForSequenceClassification")
 
 
 @dataclass(kw_only=True)
@@ -176,7 +178,9 @@ def export_pretrained(run: Path, out: Path, dtype: str, shown_as: Path | None = 
                          f"the exported weights on it{', sentence pairs included' if pairs else ''}: resume the run "
                          f"with --eval-corpus TEXT{' (two or more documents)' if pairs else ''} for one more step, "
                          "then export it")
-    model_class = BertForMaskedLM if recipe["args"]["objective"] == "none" else BertForPreTraining
+    modern = recipe["args"].get("architecture") == "modernbert"  # runs from before architectures were BERTs
+    model_class = ModernBertForMaskedLM if modern else BertForMaskedLM if recipe["args"]["objective"] == "none" \
+        else BertForPreTraining
     model = model_class.from_pretrained(checkpoints[-1])
     save_weights(model, out, dtype)
     tokenizer = BertTokenizer.from_pretrained(run / "tokenizer")
@@ -199,7 +203,7 @@ def export_pretrained(run: Path, out: Path, dtype: str, shown_as: Path | None = 
     loader = who_loads(model, dtype)
     pairs = a["objective"] != "none"
     task = {"nsp": " + next sentence prediction", "sop": " + sentence-order prediction",
-            "none": " alone, on packed full sentences (RoBERTa)"}[a["objective"]]
+            "none": f" alone, on packed full sentences ({'ModernBERT, ' if modern else ''}RoBERTa)"}[a["objective"]]
     sentence_task = a["objective"].upper()
     columns = ["fill-in-the-blank accuracy", "top-5", "loss", "unigram plateau", "80/10/10 accuracy"]
     values = [f"{held_out['eval_mlm_accuracy']:.1%}", f"{held_out['eval_mlm_top5']:.1%}",
@@ -234,7 +238,8 @@ def export_pretrained(run: Path, out: Path, dtype: str, shown_as: Path | None = 
                   f"pre-training with the course's own recipe (the encoder trained too, the heads fresh, the "
                   f"masked-LM decoder tied to the word embeddings)")
     else:
-        origin = f"A {a['preset']} ({recipe['parameters']:,} parameters) pre-trained from scratch by the course's own recipe"
+        size = f"ModernBERT at {a['preset']}'s size" if modern else a["preset"]
+        origin = f"A {size} ({recipe['parameters']:,} parameters) pre-trained from scratch by the course's own recipe"
     card = f"""# {shown_as.name}
 
 {origin}, so that the notebooks have a masked-LM model that works offline. Weights in {dtype}

@@ -36,7 +36,7 @@ def who_loads(model, dtype: str) -> str:
         return (f"minibert's `{name}.from_pretrained` (int8 rows with a scale each, see `minibert.hub`; "
                 f"transformers refuses the folder: `minibert export FOLDER --out NEW --dtype fp16` converts it "
                 f"into one that transformers reads)")
-    if getattr(model, "config", None) is not None and model.config.to_dict()["model_type"] != "bert":
+    if getattr(model, "config", None) is not None and model.config.to_dict()["model_type"] not in ("bert", "modernbert"):
         return f"minibert's `{name}.from_pretrained` (its config goes beyond BERT's, so transformers refuses it)"
     return f"`{name}.from_pretrained` (minibert or transformers)"
 
@@ -45,7 +45,8 @@ def command_of(args: dict, run: Path) -> str:
     """The `minibert pretrain` command line that repeats a run, from its recipe.json's settings."""
     flags = [f"--{k.replace('_', '-')}" + ("" if v is True else " " + (" ".join(map(str, v)) if isinstance(v, list) else str(v)))
              for k, v in sorted(args.items(), key=lambda kv: kv[0] not in ("preset", "init_from"))  # the model first
-             if v is not None and v is not False and k not in ("func", "resume", "out", "time_budget")]
+             if v is not None and v is not False and k not in ("func", "resume", "out", "time_budget")
+             and (k, v) != ("architecture", "bert")]  # the default, and what every run before the flag was
     flags = [f.replace("--pre-layer-norm", "--pre-ln") for f in flags
              if not (args.get("init_from") and f.startswith(("--preset", "--tokenizer")))]  # init_from's own
     return " \\\n    ".join(["minibert pretrain " + " ".join(flags), f"--out {run.as_posix()}"])

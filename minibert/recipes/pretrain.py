@@ -6,7 +6,8 @@ or a benchmark composes the same steps instead of copying them:
 1. text and tokenizer (`make_tokenizer`): the model's vocabulary, or a new WordPiece one;
 2. data (`training_data`, `held_out_data`): WordPiece → NSP/SOP pairs or packed sentences → 15%
    masking, and the held-out fill-in-the-blank test;
-3. model (`make_model`): a preset size, or a pre-trained BERT given the heads it lacks;
+3. model (`make_model`): a preset size, or a pre-trained BERT given the heads it lacks; BERT (2018) or
+   ModernBERT (2024) at that size;
 4. train (`make_trainer`): the `Trainer`, its settings translated from these in one place;
 5. score (`score`): fill-in-the-blank (and NSP) on held-out text, against the unigram plateau.
 
@@ -26,6 +27,7 @@ import torch
 from ..atomic import saying_what_is_intact
 from ..config import ALBERT_PRESETS, PRESETS, BertConfig
 from ..heads import BertForMaskedLM, BertForPreTraining
+from ..modernbert import ModernBertForMaskedLM
 from ..out_folder import claimable, writing
 from ..pretraining import (
     OBJECTIVES,
@@ -48,6 +50,7 @@ from ..training import (
     pick_device,
     pick_precision,
 )
+from .architecture import ARCHITECTURES, check_architecture, new_modernbert
 from .run_record import refuse_changes, write_json
 
 DEFAULT_TOKENIZER = "sentence-transformers/all-MiniLM-L6-v2"  # the bert-base-uncased vocabulary
@@ -121,6 +124,9 @@ class PretrainSettings(TrainingSettings):
     recipe.json stores them as they are (``asdict``), so a run can be repeated and described."""
     out: str | None = None                      # checkpoints (step-N/), tokenizer/, history.json, recipe.json
     preset: str = "bert-tiny"                   # a BERT or ALBERT size (`minibert.config.PRESETS`, `ALBERT_PRESETS`)
+    architecture: str = "bert"                  # bert: Devlin et al. 2018; modernbert: Warner et al. 2024 at the
+                                                # preset's size (`ModernBertConfig.from_preset`), MLM alone
+    local_attention: int | None = None          # modernbert: its sliding window in tokens (None: ModernBERT's 128)
     init_from: str | None = None                # or go on pre-training a BERT (Hub id or folder): its encoder,
                                                 # config and vocabulary; the heads it lacks start fresh
     extend_from: int | None = None              # init_from was trained on this many positions and one segment:
@@ -128,7 +134,8 @@ class PretrainSettings(TrainingSettings):
     random_positions: int | None = None         # place each training sequence at a random offset among this many
                                                 # positions: short sequences then train every position
     tokenizer: str = DEFAULT_TOKENIZER          # a Hub id or folder with the vocabulary (unless vocab_size)
-    objective: str = "nsp"                      # nsp: BERT; sop: ALBERT; none: RoBERTa (MLM on packed sentences)
+    objective: str | None = None                # nsp: BERT; sop: ALBERT; none: RoBERTa, ModernBERT (MLM on packed
+                                                # sentences); None: nsp for bert, none for modernbert
     mlm_probability: float = 0.15               # fraction of tokens to predict
     mask_same_rnd: tuple[float, float, float] = (0.8, 0.1, 0.1)  # of those: [MASK], kept, random token
     whole_word: bool = False                    # mask all pieces of a word together
@@ -150,8 +157,13 @@ class PretrainSettings(TrainingSettings):
             self.time_budget = float(self.time_budget)  # as the command line gives it: recipe.json stays alike
         if self.preset not in PRESETS and self.preset not in ALBERT_PRESETS:
             raise ValueError(f"unknown preset {self.preset!r}; choose one of {', '.join([*PRESETS, *ALBERT_PRESETS])}")
+        if self.architecture not in ARCHITECTURES:
+            raise ValueError(f"architecture must be one of {', '.join(ARCHITECTURES)}, got {self.architecture!r}")
+        if self.objective is None:
+            self.objective = "none" if self.architecture == "modernbert" else "nsp"
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
+        check_architecture(self)
         for name in ("grad_accum", "eval_every", "save_every"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
@@ -177,7 +189,7 @@ class PretrainSettings(TrainingSettings):
 # different run under the old run's recipe.json (the model card's provenance), so resuming refuses them.
 RUN_DEFINING = ("corpus", "objective", "max_seq_len", "mlm_probability", "mask_same_rnd", "whole_word", "span_masking",
                 "static_masking", "preset", "vocab_size", "init_from", "extend_from", "tokenizer", "pre_layer_norm",
-                "dropout", "seed", "random_positions")
+                "dropout", "seed", "random_positions", "architecture", "local_attention")
 
 
 # --- the five steps -------------------------------------------------------------------------------------
@@ -208,12 +220,15 @@ def held_out_data(s: PretrainSettings, tokenizer) -> PretrainingDataset | None:
     return fill_in_the_blank_data(tokenizer, list(s.eval_corpus), s.objective, s.max_seq_len) if s.eval_corpus else None
 
 
-def make_model(s: PretrainSettings, tokenizer, **config) -> BertForPreTraining | BertForMaskedLM:
+def make_model(s: PretrainSettings, tokenizer, **config) -> BertForPreTraining | BertForMaskedLM | ModernBertForMaskedLM:
     """Step 3: a new model of the preset's size (``config`` overrides it: sizes, ALBERT's sharing, a causal
     mask) with MLM + NSP/SOP heads, or MLM alone for ``objective="none"``; with ``init_from``, that
-    BERT's encoder and the heads it lacks, fresh. The seed decides the initial weights."""
+    BERT's encoder and the heads it lacks, fresh; a ModernBERT for ``architecture="modernbert"``
+    (`new_modernbert`). The seed decides the initial weights."""
     model_class = BertForMaskedLM if s.objective == "none" else BertForPreTraining
     torch.manual_seed(s.seed)  # the initial weights: from the seed, not from whatever the generator holds
+    if s.architecture == "modernbert":
+        return new_modernbert(s, tokenizer, **config)
     if s.init_from:  # continued pre-training: the encoder's weights, fresh heads (the MLM decoder tied to them)
         model = model_class.from_pretrained(s.init_from, hidden_dropout_prob=s.dropout,
                                             attention_probs_dropout_prob=s.dropout).train()
