@@ -152,23 +152,10 @@ class Padded(ModernBertModel):
         return Packing.of(torch.ones_like(attention_mask))
 
 
-class Segmentless(nn.Module):
-    """ModernBERT has no token types: the course's batches carry them (for BERT), so they are dropped here."""
-
-    def __init__(self, mlm: ModernBertForMaskedLM):
-        super().__init__()
-        self.mlm = mlm
-
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None, **kwargs):
-        return self.mlm(input_ids, attention_mask, labels=labels, **kwargs)
-
-
 def modern_config(setup: ModernGridSetup, vocab_size: int, pad_token_id: int, change: str | None) -> ModernBertConfig:
-    layers, hidden, heads = PRESETS[setup.preset]
     biases = change == "biases"
-    return ModernBertConfig(
-        vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
-        intermediate_size=round(8 * hidden / 3), max_position_embeddings=setup.max_seq_len, pad_token_id=pad_token_id,
+    return ModernBertConfig.from_preset(  # the preset's L, H, A; a GeGLU of BERT's feed-forward parameters
+        setup.preset, vocab_size=vocab_size, max_position_embeddings=setup.max_seq_len, pad_token_id=pad_token_id,
         local_attention=setup.local_attention, global_attn_every_n_layers=1 if change == "global" else 3,
         attention_bias=biases, mlp_bias=biases, norm_bias=biases, embedding_dropout=setup.dropout,
         attention_dropout=setup.dropout, mlp_dropout=setup.dropout)
@@ -222,7 +209,7 @@ class ModernGrid(PretrainingGrid):
             return make_model(self.settings(run), self.tokenizer, num_hidden_layers=layers, hidden_size=hidden,
                               num_attention_heads=heads, intermediate_size=4 * hidden,
                               max_position_embeddings=s.max_seq_len, pre_layer_norm=row.change == "pre-ln")
-        return Segmentless(modern_model(s, self.tokenizer.vocab_size, self.tokenizer.pad_token_id, row.change, run.seed))
+        return modern_model(s, self.tokenizer.vocab_size, self.tokenizer.pad_token_id, row.change, run.seed)
 
     def settings(self, run: Run, steps: int | None = None):
         row = ROWS[run.row]
@@ -266,9 +253,9 @@ class ModernGrid(PretrainingGrid):
 
 
 def encoder(model: nn.Module) -> nn.Module:
-    """The encoder a probe reads: BERT's ``.bert``, ModernBERT's ``.model`` (inside the segment-dropping wrapper)."""
-    if isinstance(model, Segmentless):
-        return model.mlm.model
+    """The encoder a probe reads: BERT's ``.bert``, ModernBERT's ``.model``."""
+    if isinstance(model, ModernBertForMaskedLM):
+        return model.model
     return getattr(model, "bert", model)
 
 
