@@ -12,6 +12,19 @@ def tokenizer():
     return minilm_tokenizer()
 
 
+@pytest.fixture(scope="session")
+def eval_text(tmp_path_factory):
+    """A held-out text of two short documents (sentence pairs can be drawn from it), for pre-training runs."""
+    folder = tmp_path_factory.mktemp("eval")
+    (folder / "river.txt").write_text(
+        "The river rose after the storm. Farmers moved their animals to higher ground.\n\n"
+        "Nobody expected the bridge to hold. It did, and the town was grateful.\n")
+    (folder / "mill.txt").write_text(
+        "The old mill stood by the water. Its wheel had not turned in years.\n\n"
+        "Children played on the bank in summer. In winter the ice was thick.\n")
+    return str(folder)
+
+
 @pytest.fixture
 def killed_after_saving(monkeypatch):
     """``with killed_after_saving():`` a run inside is stopped (KeyboardInterrupt, as a kill mid-run) right

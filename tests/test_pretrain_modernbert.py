@@ -16,15 +16,6 @@ pytestmark = pytest.mark.skipif(not os.environ.get("MINIBERT_DATA_MIRROR") and n
 transformers.logging.set_verbosity_error()
 
 
-@pytest.fixture(scope="module")
-def eval_text(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("eval")
-    (folder / "river.txt").write_text(
-        "The river rose after the storm. Farmers moved their animals to higher ground.\n\n"
-        "Nobody expected the bridge to hold. It did, and the town was grateful.\n")
-    return str(folder)
-
-
 def run(out, *extra):
     return main(["pretrain", "--architecture", "modernbert", "--out", str(out), "--vocab-size", "600",
                  "--max-seq-len", "32", "--batch-size", "8", "--corpus", "gutenberg/blake-poems.txt", *extra])

@@ -26,18 +26,6 @@ def tiny_base(folder, tokenizer) -> None:
     tokenizer.save_pretrained(folder)
 
 
-@pytest.fixture(scope="module")
-def eval_text(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("eval")
-    (folder / "river.txt").write_text(
-        "The river rose after the storm. Farmers moved their animals to higher ground.\n\n"
-        "Nobody expected the bridge to hold. It did, and the town was grateful.\n")
-    (folder / "mill.txt").write_text(
-        "The old mill stood by the water. Its wheel had not turned in years.\n\n"
-        "Children played on the bank in summer. In winter the ice was thick.\n")
-    return str(folder)
-
-
 def run(out, *extra):
     return main(["pretrain", "--out", str(out), "--vocab-size", "600", "--max-seq-len", "32",
                  "--batch-size", "8", "--corpus", "gutenberg/blake-poems.txt", "gutenberg/shakespeare-caesar.txt", *extra])
