@@ -56,6 +56,15 @@ def test_a_modernbert_run_exports_a_folder_transformers_reads_and_agrees_with(tm
     held_out = json.loads((tmp_path / "model" / "held_out.json").read_text())
     assert f"| {held_out['eval_mlm_accuracy']:.1%} | {held_out['eval_mlm_top5']:.1%} |" in card
 
+    # int8 to ship small (minibert reads it), and back to fp16, which transformers reads again
+    assert main(["export", str(tmp_path / "model"), "--out", str(tmp_path / "int8"), "--dtype", "int8"]) == 0
+    assert main(["export", str(tmp_path / "int8"), "--out", str(tmp_path / "fp16"), "--dtype", "fp16"]) == 0
+    small = minibert.ModernBertForMaskedLM.from_pretrained(tmp_path / "int8").eval()
+    again = transformers.AutoModelForMaskedLM.from_pretrained(tmp_path / "fp16", dtype=torch.float32).eval()
+    with torch.no_grad():
+        rounded = again(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+        torch.testing.assert_close(small(**batch).logits[real], rounded[real], atol=5e-2, rtol=0)
+
     # going on from the exported folder: the same architecture, named; another is refused with the flag to give
     assert main(["pretrain", "--architecture", "modernbert", "--init-from", str(tmp_path / "model"), "--steps", "2",
                  "--max-seq-len", "32", "--batch-size", "8", "--corpus", "gutenberg/blake-poems.txt",

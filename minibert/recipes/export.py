@@ -178,7 +178,7 @@ def export_pretrained(run: Path, out: Path, dtype: str, shown_as: Path | None = 
                          f"the exported weights on it{', sentence pairs included' if pairs else ''}: resume the run "
                          f"with --eval-corpus TEXT{' (two or more documents)' if pairs else ''} for one more step, "
                          "then export it")
-    modern = recipe["args"].get("architecture") == "modernbert"  # runs from before architectures were BERTs
+    modern = recipe["args"].get("architecture") == "modernbert"  # a run from before --architecture is a BERT
     model_class = ModernBertForMaskedLM if modern else BertForMaskedLM if recipe["args"]["objective"] == "none" \
         else BertForPreTraining
     model = model_class.from_pretrained(checkpoints[-1])
