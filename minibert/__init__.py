@@ -13,7 +13,8 @@ if TYPE_CHECKING:  # what editors and type checkers read; at run time the names 
                         BertForSequenceClassification, BertForTokenClassification)
     from .model import BertModel
     from .modernbert.config import ModernBertConfig
-    from .modernbert.model import ModernBertForMaskedLM, ModernBertForSequenceClassification, ModernBertModel
+    from .modernbert.model import (ModernBertForMaskedLM, ModernBertForPreTraining, ModernBertForSequenceClassification,
+                                   ModernBertModel)
     from .tokenizer import BertTokenizer
     from .training import History, TrainConfig, Trainer
 
@@ -30,6 +31,7 @@ _LAZY = {  # public name -> the module that defines it
     "ModernBertConfig": "minibert.modernbert.config",
     "ModernBertModel": "minibert.modernbert.model",
     "ModernBertForMaskedLM": "minibert.modernbert.model",
+    "ModernBertForPreTraining": "minibert.modernbert.model",
     "ModernBertForSequenceClassification": "minibert.modernbert.model",
     "BertTokenizer": "minibert.tokenizer",
     "Trainer": "minibert.training",

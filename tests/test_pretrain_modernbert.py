@@ -77,7 +77,6 @@ def test_a_modernbert_run_exports_a_folder_transformers_reads_and_agrees_with(tm
 
 
 @pytest.mark.parametrize("bad, message", [
-    (dict(objective="nsp"), "no next-sentence or sentence-order head"),
     (dict(preset="albert-base"), "is ALBERT's"),
     (dict(pre_layer_norm=True), "pre-LN already"),
     (dict(random_positions=256), "has none"),
@@ -88,6 +87,40 @@ def test_a_modernbert_run_exports_a_folder_transformers_reads_and_agrees_with(tm
 def test_what_modernbert_cannot_do_is_refused_with_its_reason(bad, message):
     with pytest.raises(ValueError, match=message):
         PretrainSettings(out="runs/x", **{"architecture": "modernbert", **bad})
+
+
+def test_a_modernbert_with_bert_s_pair_head_trains_both_tasks_and_transformers_reads_its_masked_lm(tmp_path, eval_text):
+    """A second stage on sentence pairs, from an MLM-only ModernBERT: the encoder and MLM head kept, the pair head
+    fresh; the card scores NSP; transformers reads the masked LM and leaves the pair head out."""
+    torch.set_num_threads(1)
+    assert run(tmp_path / "s1", "--steps", "2", "--max-seq-len", "16", "--eval-corpus", eval_text) == 0
+    assert main(["export", str(tmp_path / "s1"), "--out", str(tmp_path / "s1-model"), "--dtype", "fp32"]) == 0
+    assert main(["pretrain", "--architecture", "modernbert", "--init-from", str(tmp_path / "s1-model"), "--objective",
+                 "nsp", "--local-attention", "8", "--steps", "3", "--max-seq-len", "32", "--batch-size", "8", "--corpus",
+                 "gutenberg/blake-poems.txt", "gutenberg/shakespeare-caesar.txt", "--eval-corpus", eval_text,
+                 "--out", str(tmp_path / "s2")]) == 0
+    recipe = json.loads((tmp_path / "s2" / "recipe.json").read_text())
+    assert {"eval_mlm_accuracy", "eval_nsp_accuracy"} <= set(recipe["final"])
+    first = minibert.ModernBertForMaskedLM.from_pretrained(tmp_path / "s1-model")
+    assert main(["export", str(tmp_path / "s2"), "--out", str(tmp_path / "model"), "--dtype", "fp32"]) == 0
+    ours = minibert.ModernBertForPreTraining.from_pretrained(tmp_path / "model").eval()
+    assert not ours.loading_info["missing_keys"] and not ours.loading_info["unexpected_keys"]
+    assert (first.config.local_attention, ours.config.local_attention) == (128, 8)  # a window given: the new one
+    assert not torch.equal(ours.model.embeddings.tok_embeddings.weight, first.model.embeddings.tok_embeddings.weight)
+    card = (tmp_path / "model" / "README.md").read_text()
+    assert "NSP accuracy" in card and "NSP, no blanks" in card and "in two runs" in card
+    assert "transformers' `AutoModelForMaskedLM` its masked LM" in card
+    assert 0 <= json.loads((tmp_path / "model" / "held_out.json").read_text())["eval_nsp_accuracy_unmasked"] <= 1
+
+    theirs = transformers.AutoModelForMaskedLM.from_pretrained(tmp_path / "model").eval()
+    tokenizer = minibert.BertTokenizer.from_pretrained(tmp_path / "model")
+    pair = tokenizer(["the tyger burns"], ["in the forests of the night"], return_tensors="pt")
+    with torch.no_grad():
+        mine = ours(**pair, next_sentence_label=torch.tensor([0]))
+        torch.testing.assert_close(mine.prediction_logits, theirs(input_ids=pair["input_ids"]).logits, atol=1e-4, rtol=0)
+        masked_lm = minibert.ModernBertForMaskedLM.from_pretrained(tmp_path / "model").eval()
+        torch.testing.assert_close(masked_lm(**pair).logits, mine.prediction_logits, atol=0, rtol=0)
+    assert mine.seq_relationship_logits.shape == (1, 2)
 
 
 def test_the_objective_s_default_follows_the_architecture():

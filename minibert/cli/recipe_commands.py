@@ -30,7 +30,8 @@ def pretrain_parser() -> argparse.ArgumentParser:
         help="bert (default): Devlin et al. 2018; modernbert: Warner et al. 2024's encoder (pre-LN, GeGLU, RoPE, "
              "no biases, sliding-window attention, unpadding) at --preset's size, MLM alone")
     add("--local-attention", type=int, metavar="TOKENS",
-        help="--architecture modernbert: the sliding window of its local layers (default 128, ModernBERT's)")
+        help="--architecture modernbert: the sliding window of its local layers (default: 128, ModernBERT's; with "
+             "--init-from, that model's)")
     add("--init-from", metavar="MODEL",
         help="go on pre-training this BERT (Hub id or folder) instead of starting from scratch: its weights, size "
              "and vocabulary; heads it lacks (e.g. the MLM head of a sentence-embedding model) start fresh")

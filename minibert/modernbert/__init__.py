@@ -6,8 +6,8 @@ One idea per module, by the paper's words: `config` (the config.json of either t
 only), `layers` (attention, GeGLU, the pre-norm layer) and `model` (the encoder and its heads).
 """
 from .config import ModernBertConfig
-from .model import (ModernBertForMaskedLM, ModernBertForSequenceClassification, ModernBertModel,
-                    ModernBertPreTrainedModel)
+from .model import (ModernBertForMaskedLM, ModernBertForPreTraining, ModernBertForSequenceClassification,
+                    ModernBertModel, ModernBertPreTrainedModel)
 
 __all__ = ["ModernBertConfig", "ModernBertModel", "ModernBertPreTrainedModel", "ModernBertForMaskedLM",
-           "ModernBertForSequenceClassification"]
+           "ModernBertForPreTraining", "ModernBertForSequenceClassification"]

@@ -1,4 +1,5 @@
-"""ModernBERT (Warner et al. 2024): the encoder and its masked-LM and sequence-classification heads.
+"""ModernBERT (Warner et al. 2024): the encoder, its masked-LM and sequence-classification heads, and BERT's
+pre-training pair (MLM + a sentence-pair head) for the course's own pre-training.
 
 The encoder is embeddings → L pre-norm layers (alternating global and local attention, RoPE, GeGLU) → a
 final LayerNorm, run on the batch's real tokens only (`minibert.modernbert.unpadding`); callers see the
@@ -11,13 +12,14 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..config import ACT2FN
 from ..heads import classification_loss, masked_lm
 from ..hub import PretrainedMixin
 from ..inputs import check_inputs
-from ..outputs import BaseModelOutput, MaskedLMOutput, TaskOutput
+from ..outputs import BaseModelOutput, MaskedLMOutput, PreTrainingOutput, TaskOutput
 from .config import ModernBertConfig
 from .layers import ModernBertAttention, ModernBertEmbeddings, ModernBertEncoderLayer, ModernBertMLP, layer_norm
 from .rope import rotary_angles
@@ -58,11 +60,12 @@ class ModernBertPreTrainedModel(PretrainedMixin, nn.Module):
                 normal(module.dense, std_out)
             elif isinstance(module, nn.LayerNorm):
                 module.reset_parameters()
-        decoder, classifier = getattr(self, "decoder", None), getattr(self, "classifier", None)  # the task layers
+        decoder = getattr(self, "decoder", None)  # the task layers
         if isinstance(decoder, nn.Linear):
             normal(decoder, std_out)
-        if isinstance(classifier, nn.Linear):
-            normal(classifier, c.hidden_size ** -0.5)
+        for name in ("classifier", "seq_relationship"):
+            if isinstance(getattr(self, name, None), nn.Linear):
+                normal(getattr(self, name), c.hidden_size ** -0.5)
         self.tie_weights()
 
     def tie_weights(self) -> None:
@@ -221,3 +224,36 @@ class ModernBertForSequenceClassification(ModernBertPreTrainedModel):
         logits = self.classifier(self.drop(self.head(pooled)))  # (B, H) -> (B, num_labels)
         loss = classification_loss(logits, labels)
         return TaskOutput(logits, loss, out.hidden_states, out.attentions)
+
+
+class ModernBertForPreTraining(ModernBertForMaskedLM):
+    """Masked LM + a sentence-pair head (NSP or ALBERT's SOP): BERT's pre-training objective on ModernBERT.
+
+    ModernBERT dropped next-sentence prediction, and transformers has no such class for it; the course's own
+    ModernBERT keeps a pair head so that it can be compared with its BERT on both of BERT's tasks. The pair is
+    read from the first token's vector (right padding: [CLS]) through ``sentence_head`` (dense, activation,
+    norm, as the classifier's) and ``seq_relationship`` (H → 2). The masked-LM part keeps
+    ModernBertForMaskedLM's names, so transformers' ``AutoModelForMaskedLM`` reads a saved folder as a
+    ModernBERT masked LM (and says it left the pair head out); minibert reads all of it.
+    """
+
+    def __init__(self, config: ModernBertConfig):
+        super().__init__(config)
+        self.sentence_head = ModernBertPredictionHead(config)
+        self.seq_relationship = nn.Linear(config.hidden_size, 2)
+        self.init_weights()  # every weight again, the pair head's included: the same scheme for all
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None, labels: Tensor | None = None,
+                next_sentence_label: Tensor | None = None, output_attentions: bool = False,
+                output_hidden_states: bool = False, masked_only: bool = False, masked_positions: Tensor | None = None,
+                token_type_ids: Tensor | None = None) -> PreTrainingOutput:
+        out = self.model(input_ids, attention_mask, output_attentions, output_hidden_states)
+        hidden = out.last_hidden_state                                              # (B, T, H)
+        pair_logits = self.seq_relationship(self.sentence_head(hidden[:, 0]))       # (B, H) -> (B, 2)
+        mlm_logits, mlm_loss = masked_lm(self.scores, hidden, labels, masked_only, masked_positions)  # type: ignore[arg-type]
+        loss = None
+        if mlm_loss is not None and next_sentence_label is not None:
+            loss = mlm_loss + F.cross_entropy(pair_logits, next_sentence_label.view(-1))
+        sparse = masked_only or masked_positions is not None
+        return PreTrainingOutput(None if sparse else mlm_logits, pair_logits, loss, out.hidden_states, out.attentions,
+                                 masked_logits=mlm_logits if sparse else None)

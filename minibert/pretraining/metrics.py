@@ -58,12 +58,12 @@ def unigram_loss(train_examples, eval_examples, vocab_size: int) -> float:
 
 @torch.no_grad()
 def next_sentence_accuracy(model, examples, pad_token_id: int = 0, batch_size: int = 64) -> float:
-    """How often a ``BertForPreTraining`` tells IsNext from NotNext (or, trained with SOP, the order) on
-    sentence pairs as a user writes them: every token as it is, none masked.
+    """How often a ``BertForPreTraining`` (or ``ModernBertForPreTraining``) tells IsNext from NotNext (or, trained
+    with SOP, the order) on sentence pairs as a user writes them: every token as it is, none masked.
 
     ``examples``: dicts with ``input_ids``, ``token_type_ids`` and ``next_sentence_label`` (`build_pretraining_data`
-    with ``objective="nsp"``). Only the pooled [CLS] vector and the NSP layer run: the masked-LM decoder,
-    a (B, T, V) tensor, is not needed for this.
+    with ``objective="nsp"``). The masked-LM decoder, a (B, T, V) tensor, is not needed for this: it is given
+    no positions to decode.
     """
     device = next(model.parameters()).device
     correct = 0
@@ -73,7 +73,8 @@ def next_sentence_accuracy(model, examples, pad_token_id: int = 0, batch_size: i
             ids, mask = pad_with_mask([e["input_ids"] for e in batch], pad_token_id)           # (B, T) each
             inputs = {"input_ids": ids, "attention_mask": mask,
                       "token_type_ids": pad([e["token_type_ids"] for e in batch], 0)}
-            pooled = model.bert(**{k: v.to(device) for k, v in inputs.items()}).pooler_output
-            guesses = model.cls.seq_relationship(pooled).argmax(-1).cpu()                     # (B,)
+            nowhere = torch.zeros(0, dtype=torch.long, device=device)                          # no MLM positions
+            out = model(**{k: v.to(device) for k, v in inputs.items()}, masked_positions=nowhere)
+            guesses = out.seq_relationship_logits.argmax(-1).cpu()                              # (B,)
             correct += int((guesses == torch.tensor([e["next_sentence_label"] for e in batch])).sum())
     return correct / len(examples)

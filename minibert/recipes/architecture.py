@@ -2,9 +2,11 @@
 one of BERT's sizes.
 
 The recipe is the same for both (text, tokenizer, masking, trainer, held-out score); only step 3, the model,
-differs. ModernBERT pre-trains with MLM alone on packed sentences (it has no next-sentence head, in the paper
-or in transformers) and has no learned positions, so the settings that only make sense for BERT are refused
-here with their reason, rather than ignored. Its folder loads in transformers' ``AutoModelForMaskedLM``.
+differs. ModernBERT pre-trains with MLM alone on packed sentences, as in the paper (its default here); with
+``--objective nsp`` or ``sop`` it gets BERT's pair head too (`ModernBertForPreTraining`, minibert's own: the
+paper and transformers have none). It has no learned positions, so the settings that only make sense for BERT
+are refused here with their reason, rather than ignored. Its folder loads in transformers'
+``AutoModelForMaskedLM`` (the masked LM; a pair head is left out there).
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..config import ALBERT_PRESETS, MINIBERT_ONLY, PRESETS, read_json
-from ..modernbert import ModernBertConfig, ModernBertForMaskedLM
+from ..modernbert import ModernBertConfig, ModernBertForMaskedLM, ModernBertForPreTraining
 
 if TYPE_CHECKING:
     from .pretrain import PretrainSettings
@@ -32,8 +34,6 @@ def check_architecture(s: PretrainSettings) -> None:
                              "globally: add --architecture modernbert, or leave it out")
         return
     refusals = [
-        (s.objective != "none", f"objective={s.objective!r}: ModernBERT has no next-sentence or sentence-order head "
-                                "(it pre-trains with MLM alone); use --objective none"),
         (s.preset in ALBERT_PRESETS, f"preset={s.preset!r} is ALBERT's: a ModernBERT takes one of BERT's sizes "
                                      f"({', '.join(PRESETS)})"),
         (s.pre_layer_norm, "pre_layer_norm: ModernBERT's layers are pre-LN already; leave it out"),
@@ -61,10 +61,13 @@ def folder_architecture(model: str) -> str | None:
 
 def new_modernbert(s: PretrainSettings, tokenizer, **config) -> ModernBertForMaskedLM:
     """Step 3 for ModernBERT: a new one at the preset's size (`ModernBertConfig.from_preset`) with this vocabulary
-    and its special tokens, or ``init_from``'s; the run's dropout on embeddings, attention and feed-forward."""
+    and its special tokens, or ``init_from``'s (a pair head it lacks starts fresh); the masked LM alone, or with
+    the pair head for NSP or SOP; the run's dropout on embeddings, attention and feed-forward."""
+    model_class = ModernBertForMaskedLM if s.objective == "none" else ModernBertForPreTraining
     dropout = dict(embedding_dropout=s.dropout, attention_dropout=s.dropout, mlp_dropout=s.dropout)
-    if s.init_from:
-        model = ModernBertForMaskedLM.from_pretrained(s.init_from, **dropout).train()
+    window = {} if s.local_attention is None else dict(local_attention=s.local_attention)
+    if s.init_from:  # its own window unless one is given
+        model = model_class.from_pretrained(s.init_from, **dropout, **window).train()
         if s.max_seq_len > model.config.max_position_embeddings:
             raise ValueError(f"max_seq_len={s.max_seq_len} is longer than the {model.config.max_position_embeddings} "
                              f"positions {s.init_from} was made for")
@@ -72,7 +75,6 @@ def new_modernbert(s: PretrainSettings, tokenizer, **config) -> ModernBertForMas
     special = dict(pad_token_id=tokenizer.pad_token_id, cls_token_id=tokenizer.cls_token_id,
                    bos_token_id=tokenizer.cls_token_id, sep_token_id=tokenizer.sep_token_id,
                    eos_token_id=tokenizer.sep_token_id)
-    window = {} if s.local_attention is None else dict(local_attention=s.local_attention)
-    return ModernBertForMaskedLM(ModernBertConfig.from_preset(
+    return model_class(ModernBertConfig.from_preset(
         s.preset, **{**dict(vocab_size=tokenizer.vocab_size, max_position_embeddings=max(512, s.max_seq_len)),
                      **special, **dropout, **window, **config}))

@@ -26,7 +26,7 @@ from ..atomic import DiskFullError, disk_full
 from ..config import read_json
 from ..heads import BertForMaskedLM, BertForPreTraining
 from ..hub import WEIGHT_FILES
-from ..modernbert import ModernBertForMaskedLM
+from ..modernbert import ModernBertForMaskedLM, ModernBertForPreTraining
 from ..out_folder import BOOKKEEPING, claimable, stage_of, writing
 from ..pretraining import LECTURE_BLANKS, fill_mask
 from ..tasks import get_task
@@ -47,7 +47,7 @@ from .model_card import (
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "int8": None}
 MODEL_CLASSES = ("BertModel", "BertForPreTraining", "BertForMaskedLM", "BertForSequenceClassification",
                  "BertForQuestionAnswering", "BertForTokenClassification", "ModernBertModel", "ModernBertForMaskedLM",
-                 "ModernBertForSequenceClassification")
+                 "ModernBertForPreTraining", "ModernBertForSequenceClassification")
 
 
 @dataclass(kw_only=True)
@@ -179,8 +179,8 @@ def export_pretrained(run: Path, out: Path, dtype: str, shown_as: Path | None = 
                          f"with --eval-corpus TEXT{' (two or more documents)' if pairs else ''} for one more step, "
                          "then export it")
     modern = recipe["args"].get("architecture") == "modernbert"  # a run from before --architecture is a BERT
-    model_class = ModernBertForMaskedLM if modern else BertForMaskedLM if recipe["args"]["objective"] == "none" \
-        else BertForPreTraining
+    model_class = {(False, True): BertForMaskedLM, (False, False): BertForPreTraining, (True, True): ModernBertForMaskedLM,
+                   (True, False): ModernBertForPreTraining}[modern, recipe["args"]["objective"] == "none"]
     model = model_class.from_pretrained(checkpoints[-1])
     save_weights(model, out, dtype)
     tokenizer = BertTokenizer.from_pretrained(run / "tokenizer")

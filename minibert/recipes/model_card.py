@@ -16,6 +16,7 @@ from safetensors import safe_open
 from ..config import read_json
 from ..heads import BertForPreTraining
 from ..hub import INT8_WEIGHTS
+from ..modernbert import ModernBertForPreTraining
 from ..pretraining import (
     MLMMasking,
     WikiTextAsStored,
@@ -36,6 +37,9 @@ def who_loads(model, dtype: str) -> str:
         return (f"minibert's `{name}.from_pretrained` (int8 rows with a scale each, see `minibert.hub`; "
                 f"transformers refuses the folder: `minibert export FOLDER --out NEW --dtype fp16` converts it "
                 f"into one that transformers reads)")
+    if name == "ModernBertForPreTraining":
+        return (f"minibert's `{name}.from_pretrained`, and transformers' `AutoModelForMaskedLM` its masked LM "
+                "(transformers has no ModernBERT with a sentence-pair head, and leaves that head out)")
     if getattr(model, "config", None) is not None and model.config.to_dict()["model_type"] not in ("bert", "modernbert"):
         return f"minibert's `{name}.from_pretrained` (its config goes beyond BERT's, so transformers refuses it)"
     return f"`{name}.from_pretrained` (minibert or transformers)"
@@ -104,7 +108,7 @@ def score_held_out(model, tokenizer, args: dict, most: int = CARD_EXAMPLES) -> t
         as_stored = score(s, model, spread_over(fill_in_the_blank_data(tokenizer, stored, "none", s.max_seq_len), most),
                           32, "cpu", progress="card: WikiText as stored")
         held_out.update(eval_mlm_accuracy_as_stored=as_stored["mlm_accuracy"], eval_mlm_top5_as_stored=as_stored["mlm_top5"])
-    if s.objective != "none" and isinstance(model, BertForPreTraining):
+    if s.objective != "none" and isinstance(model, (BertForPreTraining, ModernBertForPreTraining)):
         paired = score(s, model, spread_over(held_out_data(s, tokenizer), most), 32, "cpu",  # the held-out pairs
                        progress=f"card: {s.objective.upper()}")
         held_out.update(eval_nsp_accuracy=paired["nsp_accuracy"], eval_nsp_loss=paired["nsp_loss"])

@@ -126,7 +126,8 @@ class PretrainSettings(TrainingSettings):
     preset: str = "bert-tiny"                   # a BERT or ALBERT size (`minibert.config.PRESETS`, `ALBERT_PRESETS`)
     architecture: str = "bert"                  # bert: Devlin et al. 2018; modernbert: Warner et al. 2024 at the
                                                 # preset's size (`ModernBertConfig.from_preset`), MLM alone
-    local_attention: int | None = None          # modernbert: its sliding window in tokens (None: ModernBERT's 128)
+    local_attention: int | None = None          # modernbert: its sliding window in tokens (None: 128, ModernBERT's,
+                                                # or init_from's)
     init_from: str | None = None                # or go on pre-training a BERT (Hub id or folder): its encoder,
                                                 # config and vocabulary; the heads it lacks start fresh
     extend_from: int | None = None              # init_from was trained on this many positions and one segment:
