@@ -28,7 +28,8 @@ def pretrain_parser() -> argparse.ArgumentParser:
              "weights (ALBERT; pair them with --objective sop)")
     add("--architecture", choices=["bert", "modernbert"],
         help="bert (default): Devlin et al. 2018; modernbert: Warner et al. 2024's encoder (pre-LN, GeGLU, RoPE, "
-             "no biases, sliding-window attention, unpadding) at --preset's size, MLM alone")
+             "no biases, sliding-window attention, unpadding) at --preset's size; MLM alone unless --objective nsp "
+             "or sop adds BERT's pair head")
     add("--local-attention", type=int, metavar="TOKENS",
         help="--architecture modernbert: the sliding window of its local layers (default: 128, ModernBERT's; with "
              "--init-from, that model's)")

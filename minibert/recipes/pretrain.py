@@ -125,7 +125,7 @@ class PretrainSettings(TrainingSettings):
     out: str | None = None                      # checkpoints (step-N/), tokenizer/, history.json, recipe.json
     preset: str = "bert-tiny"                   # a BERT or ALBERT size (`minibert.config.PRESETS`, `ALBERT_PRESETS`)
     architecture: str = "bert"                  # bert: Devlin et al. 2018; modernbert: Warner et al. 2024 at the
-                                                # preset's size (`ModernBertConfig.from_preset`), MLM alone
+                                                # preset's size (`ModernBertConfig.from_preset`)
     local_attention: int | None = None          # modernbert: its sliding window in tokens (None: 128, ModernBERT's,
                                                 # or init_from's)
     init_from: str | None = None                # or go on pre-training a BERT (Hub id or folder): its encoder,
