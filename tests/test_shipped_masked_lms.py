@@ -25,11 +25,18 @@ CLOZE = Path(__file__).parent / "fixtures" / "cloze.tsv"
 # scratch in fifty-five CPU-minutes, gets the function words (measured: 28%, 17 of 60); a recipe given five
 # GPU-minutes (bert-mini-gpu) gets more than half (measured: 60%, 36 of 60).
 CLOZE_TOP5 = {"minilm-wiki": 0.80, "bert-mini-course": 0.25, "bert-mini-gpu": 0.55}
-MASKED_LM_CLASSES = {"BertForMaskedLM", "BertForPreTraining"}
+MASKED_LM_CLASSES = {"BertForMaskedLM", "BertForPreTraining", "ModernBertForMaskedLM", "ModernBertForPreTraining"}
 
 
 def masked_lms() -> list[Path]:
     return sorted(folder for folder in PRETRAINED.iterdir() if folder.name in CLOZE_TOP5)
+
+
+def masked_lm(folder: Path):
+    """The folder's masked LM in fp32: a BERT's or a ModernBERT's, by what its config says it is."""
+    architecture = json.loads((folder / "config.json").read_text())["architectures"][0]
+    model_class = minibert.ModernBertForMaskedLM if architecture.startswith("ModernBert") else minibert.BertForMaskedLM
+    return model_class.from_pretrained(folder, dtype=torch.float32)
 
 
 def cloze_sentences() -> list[tuple[str, set[str]]]:
@@ -58,7 +65,7 @@ def test_the_cloze_set_is_well_formed():
 
 @pytest.mark.parametrize("folder", masked_lms(), ids=lambda p: p.name)
 def test_plain_english_cloze_sentences(folder):
-    model = minibert.BertForMaskedLM.from_pretrained(folder, dtype=torch.float32)
+    model = masked_lm(folder)
     tokenizer = minibert.BertTokenizer.from_pretrained(folder)
     sentences = cloze_sentences()
     missed = [(text, top5(model, tokenizer, text)) for text, answers in sentences
@@ -79,7 +86,7 @@ def test_transformers_fill_mask_gives_the_same_answers(folder, tmp_path):
     else:
         readable = folder
     fill_mask = transformers.pipeline("fill-mask", model=str(readable), dtype=torch.float32)
-    ours = minibert.BertForMaskedLM.from_pretrained(readable, dtype=torch.float32)
+    ours = masked_lm(readable)
     tokenizer = minibert.BertTokenizer.from_pretrained(readable)
     for text, _ in cloze_sentences()[:10]:
         assert [guess["token_str"] for guess in fill_mask(text, top_k=5)] == top5(ours, tokenizer, text), text
