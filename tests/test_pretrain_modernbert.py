@@ -108,8 +108,9 @@ def test_a_modernbert_with_bert_s_pair_head_trains_both_tasks_and_transformers_r
     assert (first.config.local_attention, ours.config.local_attention) == (128, 8)  # a window given: the new one
     assert not torch.equal(ours.model.embeddings.tok_embeddings.weight, first.model.embeddings.tok_embeddings.weight)
     card = (tmp_path / "model" / "README.md").read_text()
-    assert "NSP accuracy" in card and "NSP, no blanks" in card and "in two runs" in card
-    assert "transformers' `AutoModelForMaskedLM` its masked LM" in card
+    assert "NSP accuracy" in card and "NSP, no blanks" in card
+    assert "A ModernBERT at bert-tiny's size pre-trained from scratch by the course's own recipe in two runs" in card
+    assert "transformers' `AutoModelForMaskedLM` reads the masked LM" in card
     assert 0 <= json.loads((tmp_path / "model" / "held_out.json").read_text())["eval_nsp_accuracy_unmasked"] <= 1
 
     theirs = transformers.AutoModelForMaskedLM.from_pretrained(tmp_path / "model").eval()

@@ -228,8 +228,10 @@ def export_pretrained(run: Path, out: Path, dtype: str, shown_as: Path | None = 
                   "training), 15% of their tokens blanked; \"no blanks\": the same pairs with every token as written.")
     heads = "a masked-LM head" if not pairs else f"masked-LM and {sentence_task} heads"
     if earlier is not None:
+        first_size = (f"ModernBERT at {earlier['args']['preset']}'s size"
+                      if earlier["args"].get("architecture") == "modernbert" else earlier["args"]["preset"])
         first = (f"{earlier['args']['init_from']} continued" if earlier["args"].get("init_from") else
-                 f"A {earlier['args']['preset']} pre-trained from scratch")
+                 f"A {first_size} pre-trained from scratch")
         origin = (f"{first} by the course's own recipe in two runs: {earlier['step']:,} steps on sequences of up to "
                   f"{earlier['args']['max_seq_len']} tokens, then this run from its weights ({a['init_from']}), "
                   f"with {heads} ({recipe['parameters']:,} parameters)")

@@ -38,8 +38,8 @@ def who_loads(model, dtype: str) -> str:
                 f"transformers refuses the folder: `minibert export FOLDER --out NEW --dtype fp16` converts it "
                 f"into one that transformers reads)")
     if name == "ModernBertForPreTraining":
-        return (f"minibert's `{name}.from_pretrained`, and transformers' `AutoModelForMaskedLM` its masked LM "
-                "(transformers has no ModernBERT with a sentence-pair head, and leaves that head out)")
+        return (f"`{name}.from_pretrained` (minibert; transformers' `AutoModelForMaskedLM` reads the masked LM and "
+                "leaves the sentence-pair head out, having no ModernBERT class with one)")
     if getattr(model, "config", None) is not None and model.config.to_dict()["model_type"] not in ("bert", "modernbert"):
         return f"minibert's `{name}.from_pretrained` (its config goes beyond BERT's, so transformers refuses it)"
     return f"`{name}.from_pretrained` (minibert or transformers)"
