@@ -226,10 +226,10 @@ def make_model(s: PretrainSettings, tokenizer, **config) -> BertForPreTraining |
     mask) with MLM + NSP/SOP heads, or MLM alone for ``objective="none"``; with ``init_from``, that
     BERT's encoder and the heads it lacks, fresh; a ModernBERT for ``architecture="modernbert"``
     (`new_modernbert`). The seed decides the initial weights."""
-    model_class = BertForMaskedLM if s.objective == "none" else BertForPreTraining
     torch.manual_seed(s.seed)  # the initial weights: from the seed, not from whatever the generator holds
     if s.architecture == "modernbert":
         return new_modernbert(s, tokenizer, **config)
+    model_class = BertForMaskedLM if s.objective == "none" else BertForPreTraining
     if s.init_from:  # continued pre-training: the encoder's weights, fresh heads (the MLM decoder tied to them)
         model = model_class.from_pretrained(s.init_from, hidden_dropout_prob=s.dropout,
                                             attention_probs_dropout_prob=s.dropout).train()
