@@ -1,5 +1,7 @@
 """Notebook 04's model loader: the course's folder loaded or made, any other folder or Hub id loaded as
 transformers wrote it, and models without pre-training heads (or names that are no model) refused."""
+import json
+
 import pytest
 import torch
 import transformers
@@ -7,7 +9,7 @@ from offline import one_torch_thread
 
 import minibert
 from minibert.recipes import PretrainSettings, course_models
-from minibert.recipes.course_models import load_or_pretrain
+from minibert.recipes.course_models import load_or_pretrain, pretrain_stages
 
 TINY = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
 
@@ -38,12 +40,17 @@ def test_a_model_without_pretraining_heads_is_refused(tmp_path):
         load_or_pretrain("sentence-transformers/all-MiniLM-L6-v2", minibert.BertForMaskedLM)
 
 
-def test_only_the_course_folder_is_made_and_then_loaded(tmp_path, monkeypatch):
-    text = tmp_path / "text"
-    text.mkdir()
+@pytest.fixture
+def text(tmp_path):
+    folder = tmp_path / "text"
+    folder.mkdir()
     for name, body in [("a.txt", "The river rose. Farmers moved. The bridge held. The town was glad."),
                        ("b.txt", "The mill stood by the water. Its wheel had stopped. Children played there.")]:
-        (text / name).write_text(body + "\n")
+        (folder / name).write_text(body + "\n")
+    return folder
+
+
+def test_only_the_course_folder_is_made_and_then_loaded(tmp_path, monkeypatch, text):
     recipe = PretrainSettings(corpus=(str(text),), eval_corpus=(str(text),), steps=2, batch_size=2, max_seq_len=32)
     course = tmp_path / "pretrained" / "tiny-course"
     with pytest.raises((OSError, FileNotFoundError)):  # another missing name is no model, and nothing is made there
@@ -56,3 +63,32 @@ def test_only_the_course_folder_is_made_and_then_loaded(tmp_path, monkeypatch):
     again = load_or_pretrain(str(course), course_folder=str(course), recipe=recipe, run_dir=str(tmp_path / "run"))
     for a, b in zip(made.state_dict().values(), again.state_dict().values()):
         assert torch.equal(a, b)
+
+
+def test_a_recipe_in_stages_goes_on_from_each_stage(tmp_path, text):
+    """The course's ModernBERT recipe: masked LM alone, then pairs with NSP from its weights."""
+    common = dict(corpus=(str(text),), eval_corpus=(str(text),), batch_size=2, max_seq_len=32, architecture="modernbert")
+    stages = [PretrainSettings(**common, steps=3, objective="none", local_attention=8),
+              PretrainSettings(**common, steps=2, objective="nsp")]
+    course = tmp_path / "pretrained" / "modern-course"
+    made = load_or_pretrain(str(course), minibert.ModernBertForPreTraining, course_folder=str(course), recipe=stages,
+                            run_dir=str(tmp_path / "run"), dtype="fp16")
+    assert isinstance(made, minibert.ModernBertForPreTraining) and not made.training
+    first = minibert.ModernBertForMaskedLM.from_pretrained(tmp_path / "run-s1-model")
+    assert first.config.local_attention == 8 == made.config.local_attention  # the window carried through
+    second = json.loads((tmp_path / "run-s2" / "recipe.json").read_text())
+    assert second["args"]["init_from"] == str(tmp_path / "run-s1-model") and second["step"] == 2
+    assert (course / "model.safetensors").is_file() and (course / "README.md").is_file()
+    with torch.no_grad():  # the second stage trained the first stage's weights further
+        assert not torch.equal(first.model.embeddings.tok_embeddings.weight,
+                               made.model.embeddings.tok_embeddings.weight.float())
+
+
+def test_a_stage_the_budget_cut_short_stops_the_recipe(tmp_path, text):
+    common = dict(corpus=(str(text),), eval_corpus=(str(text),), batch_size=2, max_seq_len=32)
+    stages = [PretrainSettings(**common, steps=500, objective="none"), PretrainSettings(**common, steps=2)]
+    with pytest.raises(RuntimeError, match="stage 1 of the recipe stopped at step-.* of 500.*run again"):
+        pretrain_stages(stages, str(tmp_path / "run"), time_budget=0.5)
+    assert not (tmp_path / "run-s2").exists() and not (tmp_path / "run-s1-model").exists()
+    with pytest.raises(ValueError, match="no stages"):
+        pretrain_stages([], str(tmp_path / "run"))

@@ -5,5 +5,5 @@ Each takes a settings object (plain data, checked when made) and returns what it
 """
 from .export import ExportSettings, export
 from .finetune import EvaluateSettings, FinetuneSettings, Hyperparameters, evaluate, finetune
-from .course_models import load_or_pretrain
+from .course_models import load_or_pretrain, pretrain_stages
 from .pretrain import DEFAULT_TOKENIZER, PretrainSettings, TrainingSettings, pretrain
