@@ -1,6 +1,7 @@
 """Notebook 04's model loader: the course's folder loaded or made, any other folder or Hub id loaded as
 transformers wrote it, and models without pre-training heads (or names that are no model) refused."""
 import json
+import re
 
 import pytest
 import torch
@@ -78,7 +79,9 @@ def test_a_recipe_in_stages_goes_on_from_each_stage(tmp_path, text):
     assert first.config.local_attention == 8 == made.config.local_attention  # the window carried through
     second = json.loads((tmp_path / "run-s2" / "recipe.json").read_text())
     assert second["args"]["init_from"] == str(tmp_path / "run-s1-model") and second["step"] == 2
-    assert (course / "model.safetensors").is_file() and (course / "README.md").is_file()
+    card = (course / "README.md").read_text()  # both stages' time, in this process's CPU-minutes too
+    assert re.search(r"\d+ minutes \(\d+ CPU-minutes\) \(of the last `minibert pretrain` call", card)
+    assert re.search(r"The first run: 3 steps of 2 sequences, .*\d+ minutes \(\d+ CPU-minutes\) on cpu", card)
     with torch.no_grad():  # the second stage trained the first stage's weights further
         assert not torch.equal(first.model.embeddings.tok_embeddings.weight,
                                made.model.embeddings.tok_embeddings.weight.float())

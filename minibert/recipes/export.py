@@ -39,6 +39,7 @@ from .model_card import (
     earlier_stage,
     earlier_time,
     folder_dtype,
+    run_time,
     score_held_out,
     spread,
     who_loads,
@@ -256,7 +257,7 @@ Training text: {', '.join(a['corpus'])} ({recipe['train_examples']:,} {train_uni
 held-out text: {', '.join(a['eval_corpus'])}. Objective: MLM ({a['mlm_probability']:.0%}, MASK/SAME/RND
 {'/'.join(f'{x:.0%}' for x in a['mask_same_rnd'])}){task}. {recipe['step']:,} steps of
 {a['batch_size']} sequences, peak learning rate {a['lr']:g}, on {recipe['device']} in {recipe['precision']}:
-{recipe['seconds_this_run'] / 60:.0f} minutes (of the last `minibert pretrain` call, if the run was resumed).{earlier_time(earlier)}
+{run_time(recipe)} (of the last `minibert pretrain` call, if the run was resumed).{earlier_time(earlier)}
 
 ## Held-out figures (the exported weights, loaded back; {spread(examples, total)})
 | {' | '.join(columns)} |

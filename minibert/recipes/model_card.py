@@ -76,11 +76,20 @@ def folder_dtype(folder: Path) -> str:
     return {"F16": "fp16", "BF16": "bf16"}.get(first, "fp32")
 
 
+def run_time(recipe: dict) -> str:
+    """A run's minutes; on a CPU also its process's CPU-minutes, the work done whatever else the machine ran
+    (older runs recorded wall time only)."""
+    wall = f"{recipe['seconds_this_run'] / 60:.0f} minutes"
+    if recipe.get("device") != "cpu" or "cpu_seconds_this_run" not in recipe:
+        return wall
+    return f"{wall} ({recipe['cpu_seconds_this_run'] / 60:.0f} CPU-minutes)"
+
+
 def earlier_time(earlier: dict | None) -> str:
     if earlier is None:
         return ""
     return (f" The first run: {earlier['step']:,} steps of {earlier['args']['batch_size']} sequences, peak learning "
-            f"rate {earlier['args']['lr']:g}, {earlier['seconds_this_run'] / 60:.0f} minutes on {earlier['device']}.")
+            f"rate {earlier['args']['lr']:g}, {run_time(earlier)} on {earlier['device']}.")
 
 
 def score_held_out(model, tokenizer, args: dict, most: int = CARD_EXAMPLES) -> tuple[dict[str, float], int, int]:

@@ -348,13 +348,15 @@ def _pretrain(s: PretrainSettings, out: Path) -> Path:
         tokenizer.save_pretrained(out / "tokenizer")
         if not find_checkpoints(out):  # what defines the run, from its start (the rest is added at its end)
             write_json(out / "recipe.json", {"command": "minibert pretrain", "args": asdict(s)})
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     history = trainer.fit(resume=s.resume)
     if trainer.is_main:
         recipe = {"command": "minibert pretrain", "args": asdict(s),
                   "train_examples": len(train_data), "eval_examples": len(eval_data or []),
                   "parameters": sum(p.numel() for p in model.parameters()), "step": trainer.step,
                   "seconds_this_run": round(time.perf_counter() - started, 1), "device": str(trainer.device),
+                  # on a shared machine wall time is not the work done: the card gives this process's CPU time too
+                  "cpu_seconds_this_run": round(time.process_time() - cpu_started, 1),
                   "precision": trainer.precision, "final": {k: v for k, v in history.records[-1].items()}}
         if eval_data is not None:
             recipe["unigram_loss"] = plateau(train_data, eval_data, tokenizer.vocab_size)
