@@ -39,6 +39,7 @@ import torch
 
 from minibert.atomic import atomic_path
 from minibert.config import PRESETS
+from minibert.modernbert import ModernBertConfig
 from minibert.pretraining import build_pretraining_data, fill_in_the_blank_data, pretraining_metrics, unigram_loss
 from minibert.recipes.export import ExportSettings, export
 from minibert.recipes.pretrain import PretrainSettings, make_tokenizer, pretrain
@@ -77,8 +78,7 @@ RECIPES: dict[str, dict] = {
     # transformers' masked-LM recipe (DataCollatorForLanguageModeling, 15%, MLM alone) on the course's text,
     # length, vocabulary and learning rate
     "transformers, course": dict(objective="none", lr=1e-3, warmup_ratio=0.05, dropout=0.0, batch_size=16,
-                                 vocab_size=8000),
-}
+                                 vocab_size=8000),}
 # Recipes in stages: (share of the budget, settings); a stage goes on from the one before (`init_from`). The course
 # checkpoint's (modernbert-mini-course): a ModernBERT (window 32) on 128-token sequences from the first step, MosaicBERT's
 # 30% masking, then pairs of 128 with NSP; the shares are the shipped run's (48 and 10 CPU-minutes).
@@ -92,6 +92,10 @@ STAGED = {
                      (0.4, dict(objective="nsp", lr=1e-3, warmup_ratio=0.05, dropout=0.0, max_seq_len=128,
                                 batch_size=16))),
 }
+# transformers' ModernBertForMaskedLM (sdpa attention) in the same loop, with the course recipe's first stage: the same
+# model, masking, batches and learning rate, the whole budget on the masked LM. Set beside "course", it tells what
+# the design buys from what minibert's implementation buys.
+RECIPES["transformers, modern"] = dict(STAGED["course"][0][1])
 for name, stages in STAGED.items():
     for i, (_, knobs) in enumerate(stages, 1):
         RECIPES[f"{name}, stage {i}"] = knobs
@@ -156,12 +160,21 @@ def transformers_run(recipe: str, folder: Path, steps: int, time_only: bool = Fa
         tokenizer = BertTokenizer.from_pretrained("sentence-transformers/all-MiniLM-L6-v2")
         hf_tokenizer = transformers.AutoTokenizer.from_pretrained("sentence-transformers/all-MiniLM-L6-v2")
     examples = build_pretraining_data(tokenizer, list(r["corpus"]), "none", r["max_seq_len"]).examples
-    layers, hidden, heads = PRESETS[r["preset"]]
-    config = transformers.BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=hidden, num_hidden_layers=layers,
-                                     num_attention_heads=heads, intermediate_size=4 * hidden,
-                                     hidden_dropout_prob=r["dropout"], attention_probs_dropout_prob=r["dropout"])
     torch.manual_seed(0)
-    model = transformers.BertForMaskedLM(config)
+    if r.get("architecture") == "modernbert":  # minibert's config for this preset, read by transformers
+        special = dict(pad_token_id=tokenizer.pad_token_id, cls_token_id=tokenizer.cls_token_id,
+                       bos_token_id=tokenizer.cls_token_id, sep_token_id=tokenizer.sep_token_id,
+                       eos_token_id=tokenizer.sep_token_id)
+        ours = ModernBertConfig.from_preset(r["preset"], vocab_size=tokenizer.vocab_size, local_attention=r["local_attention"],
+                                            embedding_dropout=r["dropout"], attention_dropout=r["dropout"],
+                                            mlp_dropout=r["dropout"], **special)
+        model = transformers.ModernBertForMaskedLM(transformers.ModernBertConfig.from_dict(ours.to_dict()))
+        examples = [{"input_ids": e["input_ids"]} for e in examples]  # ModernBERT has no token types
+    else:
+        layers, hidden, heads = PRESETS[r["preset"]]
+        model = transformers.BertForMaskedLM(transformers.BertConfig(
+            vocab_size=tokenizer.vocab_size, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+            intermediate_size=4 * hidden, hidden_dropout_prob=r["dropout"], attention_probs_dropout_prob=r["dropout"]))
     collator = DataCollatorForLanguageModeling(hf_tokenizer, mlm_probability=r.get("mlm_probability", 0.15),
                                                return_tensors="pt")
     loader = torch.utils.data.DataLoader(examples, r["batch_size"],  # dicts of input_ids and token_type_ids
@@ -190,7 +203,11 @@ def transformers_run(recipe: str, folder: Path, steps: int, time_only: bool = Fa
     if time_only:
         return (time.process_time() - started) / (steps - 1)
     held_out = fill_in_the_blank_data(tokenizer, list(r["eval_corpus"]), "none", r["max_seq_len"])
-    metrics = evaluate(model, held_out, batch_size=32, collate_fn=held_out.collate, metrics_fn=pretraining_metrics,
+    collate = held_out.collate
+    if r.get("architecture") == "modernbert":
+        def collate(examples):  # noqa: E306  the same batches, without the token types ModernBERT does not read
+            return {k: v for k, v in held_out.collate(examples).items() if k != "token_type_ids"}
+    metrics = evaluate(model, held_out, batch_size=32, collate_fn=collate, metrics_fn=pretraining_metrics,
                        device="cpu")
     return {"eval_mlm_loss": metrics["mlm_loss"], "eval_mlm_accuracy": metrics["mlm_accuracy"],
             "eval_mlm_top5": metrics["mlm_top5"],
