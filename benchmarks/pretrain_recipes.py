@@ -5,7 +5,8 @@ on the same held-out fill-in-the-blank test (WikiText-2 test, 15% of the tokens,
 The levers are `minibert pretrain` settings (pre-LN, learning rate, warmup, dropout, vocabulary,
 sequence length, NSP or not, in-domain text); BERT's own recipe and transformers' masked-LM recipe
 (``BertForMaskedLM`` + ``DataCollatorForLanguageModeling`` + a plain AdamW loop with linear warmup and
-decay) run beside them on the same examples.
+decay) run beside them on the same examples; so does transformers' ``ModernBertForMaskedLM`` in that loop,
+beside the course's ModernBERT recipe, to tell what the design buys from what minibert's code buys.
 
 A budget is CPU time of training on one thread. Each run first times a few updates, then sets its
 number of steps so that the whole learning-rate schedule (warmup, then decay to zero) fits the
@@ -22,7 +23,7 @@ the notebook's picture of the plateau:
         "04: 128 tokens" --budgets 3 --results notebooks/results/plateau.json
 
 Results go to ``--results`` as each run ends; running the command again skips what is there, and an
-interrupted run goes on from its last checkpoint (in ``--work``).
+interrupted minibert run goes on from its last checkpoint (in ``--work``); a transformers run starts again.
 """
 from __future__ import annotations
 
