@@ -79,7 +79,8 @@ RECIPES: dict[str, dict] = {
     # transformers' masked-LM recipe (DataCollatorForLanguageModeling, 15%, MLM alone) on the course's text,
     # length, vocabulary and learning rate
     "transformers, course": dict(objective="none", lr=1e-3, warmup_ratio=0.05, dropout=0.0, batch_size=16,
-                                 vocab_size=8000),}
+                                 vocab_size=8000),
+}
 # Recipes in stages: (share of the budget, settings); a stage goes on from the one before (`init_from`). The course
 # checkpoint's (modernbert-mini-course): a ModernBERT (window 32) on 128-token sequences from the first step, MosaicBERT's
 # 30% masking, then pairs of 128 with NSP; the shares are the shipped run's (48 and 10 CPU-minutes).
@@ -166,9 +167,9 @@ def transformers_run(recipe: str, folder: Path, steps: int, time_only: bool = Fa
         special = dict(pad_token_id=tokenizer.pad_token_id, cls_token_id=tokenizer.cls_token_id,
                        bos_token_id=tokenizer.cls_token_id, sep_token_id=tokenizer.sep_token_id,
                        eos_token_id=tokenizer.sep_token_id)
-        ours = ModernBertConfig.from_preset(r["preset"], vocab_size=tokenizer.vocab_size, local_attention=r["local_attention"],
-                                            embedding_dropout=r["dropout"], attention_dropout=r["dropout"],
-                                            mlp_dropout=r["dropout"], **special)
+        ours = ModernBertConfig.from_preset(r["preset"], vocab_size=tokenizer.vocab_size,
+                                            local_attention=r["local_attention"], embedding_dropout=r["dropout"],
+                                            attention_dropout=r["dropout"], mlp_dropout=r["dropout"], **special)
         model = transformers.ModernBertForMaskedLM(transformers.ModernBertConfig.from_dict(ours.to_dict()))
         examples = [{"input_ids": e["input_ids"]} for e in examples]  # ModernBERT has no token types
     else:
@@ -204,10 +205,12 @@ def transformers_run(recipe: str, folder: Path, steps: int, time_only: bool = Fa
     if time_only:
         return (time.process_time() - started) / (steps - 1)
     held_out = fill_in_the_blank_data(tokenizer, list(r["eval_corpus"]), "none", r["max_seq_len"])
-    collate = held_out.collate
-    if r.get("architecture") == "modernbert":
-        def collate(examples):  # noqa: E306  the same batches, without the token types ModernBERT does not read
-            return {k: v for k, v in held_out.collate(examples).items() if k != "token_type_ids"}
+    def collate(examples: list[dict]) -> dict:  # the same batches; ModernBERT is not given token types
+        batch = held_out.collate(examples)
+        if r.get("architecture") == "modernbert":
+            del batch["token_type_ids"]
+        return batch
+
     metrics = evaluate(model, held_out, batch_size=32, collate_fn=collate, metrics_fn=pretraining_metrics,
                        device="cpu")
     return {"eval_mlm_loss": metrics["mlm_loss"], "eval_mlm_accuracy": metrics["mlm_accuracy"],
