@@ -40,10 +40,9 @@ import torch
 
 from minibert.atomic import atomic_path
 from minibert.config import PRESETS
-from minibert.modernbert import ModernBertConfig
 from minibert.pretraining import build_pretraining_data, fill_in_the_blank_data, pretraining_metrics, unigram_loss
 from minibert.recipes.export import ExportSettings, export
-from minibert.recipes.pretrain import PretrainSettings, make_tokenizer, pretrain
+from minibert.recipes.pretrain import PretrainSettings, make_model, make_tokenizer, pretrain
 from minibert.tokenizer import BertTokenizer
 from minibert.training import evaluate
 
@@ -162,21 +161,17 @@ def transformers_run(recipe: str, folder: Path, steps: int, time_only: bool = Fa
         tokenizer = BertTokenizer.from_pretrained("sentence-transformers/all-MiniLM-L6-v2")
         hf_tokenizer = transformers.AutoTokenizer.from_pretrained("sentence-transformers/all-MiniLM-L6-v2")
     examples = build_pretraining_data(tokenizer, list(r["corpus"]), "none", r["max_seq_len"]).examples
-    torch.manual_seed(0)
-    if r.get("architecture") == "modernbert":  # minibert's config for this preset, read by transformers
-        special = dict(pad_token_id=tokenizer.pad_token_id, cls_token_id=tokenizer.cls_token_id,
-                       bos_token_id=tokenizer.cls_token_id, sep_token_id=tokenizer.sep_token_id,
-                       eos_token_id=tokenizer.sep_token_id)
-        ours = ModernBertConfig.from_preset(r["preset"], vocab_size=tokenizer.vocab_size,
-                                            local_attention=r["local_attention"], embedding_dropout=r["dropout"],
-                                            attention_dropout=r["dropout"], mlp_dropout=r["dropout"], **special)
-        model = transformers.ModernBertForMaskedLM(transformers.ModernBertConfig.from_dict(ours.to_dict()))
+    if r.get("architecture") == "modernbert":  # the config minibert builds for these settings, read by transformers
+        ours = make_model(settings(recipe, folder, steps), tokenizer).config.to_dict()
+        model_class, config = transformers.ModernBertForMaskedLM, transformers.ModernBertConfig.from_dict(ours)
         examples = [{"input_ids": e["input_ids"]} for e in examples]  # ModernBERT has no token types
     else:
         layers, hidden, heads = PRESETS[r["preset"]]
-        model = transformers.BertForMaskedLM(transformers.BertConfig(
+        model_class, config = transformers.BertForMaskedLM, transformers.BertConfig(
             vocab_size=tokenizer.vocab_size, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
-            intermediate_size=4 * hidden, hidden_dropout_prob=r["dropout"], attention_probs_dropout_prob=r["dropout"]))
+            intermediate_size=4 * hidden, hidden_dropout_prob=r["dropout"], attention_probs_dropout_prob=r["dropout"])
+    torch.manual_seed(0)
+    model = model_class(config)
     collator = DataCollatorForLanguageModeling(hf_tokenizer, mlm_probability=r.get("mlm_probability", 0.15),
                                                return_tensors="pt")
     loader = torch.utils.data.DataLoader(examples, r["batch_size"],  # dicts of input_ids and token_type_ids
