@@ -5,8 +5,10 @@
 #   tests     tests/test_gpu.py: the models equal the CPU and transformers; bf16, fp16 and compiled
 #             training track fp32 and eager; exact resume; no step waits for the GPU; device="auto"
 #             and the command line
-#   eager     benchmarks/pretrain.py: bert-base, sequence 128, bf16, minibert against transformers
-#   compiled  (sdpa) in one run: tokens/s, MFU, peak memory; then the same with torch.compile
+#   eager     benchmarks/pretrain.py: bert-base, pairs of up to 128 tokens, batch 64, bf16, minibert
+#   compiled  (unpadded, and padded) against transformers (sdpa) in one run, five interleaved rounds:
+#             real tokens/s, MFU, peak memory; then the same with torch.compile. The whole grid of
+#             issue [4/4] §1 (batch 64-512, sequence 128 and 512) is benchmarks/gpu_throughput.sh
 #   lecture   notebook 04's pre-training at its GPU settings (bert-base, the bert-base-uncased
 #             vocabulary, 256 × 128 tokens, lr 1e-4, dropout 0.1) with `minibert pretrain` for 90 s:
 #             held-out loss against the unigram plateau
@@ -39,11 +41,8 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
-if [ -z "${PYTHON:-}" ]; then  # the course's environment where there is one (course.py makes it), else the machine's
-    PYTHON=python3
-    [ -x .venv/bin/python ] && PYTHON=$PWD/.venv/bin/python
-fi
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
+source benchmarks/gpu_common.sh  # $PYTHON, stage
+export TOKENIZERS_PARALLELISM=false
 
 if [ $mode = bundle ]; then  # the project's own data layer: verified copies from the mirror, or downloads
     "$PYTHON" -m minibert.data fetch wikitext2_raw squad_v1.1 bert_vocab --dest "$data" || exit
@@ -68,38 +67,22 @@ trap 'rm -rf "$work"' EXIT
 if [ $mode = dry ]; then  # tiny sizes on the CPU, even on a machine with a GPU
     export MINIBERT_GPU_TESTS_ON_CPU=1 CUDA_VISIBLE_DEVICES=""
     limits=(600 120 120 120)
-    bench=(--device cpu --preset bert-tiny --seq 32 --batch 4 --steps 2 --warmup 1 --precision fp32)
+    bench=(--device cpu --preset bert-tiny --seq 32 --batch 4 --steps 2 --repeats 2 --warmup 2 --precision fp32)
     backend=aot_eager
     lecture=(--preset bert-tiny --max-seq-len 32 --batch-size 32 --steps 3)
 else
     limits=(140 50 165 125)  # 8 minutes in all; compiling bert-base twice takes the longest
-    bench=(--device cuda --preset bert-base --seq 128 --batch 64 --steps 20 --warmup 3 --precision bf16)
+    bench=(--device cuda --preset bert-base --seq 128 --batch 64 --steps 10 --repeats 5 --warmup 3 --precision bf16)
     backend=inductor
     lecture=(--preset bert-base --max-seq-len 128 --batch-size 256 --steps 2000 --time-budget 90 --eval-every 500)
 fi
 
-stage() {  # NAME LIMIT COMMAND...: run it under LIMIT seconds, into the log; its status and time into stages.tsv
-    local name=$1 limit=$2 start=$EPOCHREALTIME status elapsed
-    shift 2
-    echo "=== $name (limit ${limit} s): $*" | tee -a "$log"
-    timeout --kill-after=10 "$limit" "$@" 2>&1 | tee -a "$log"
-    status=${PIPESTATUS[0]}
-    elapsed=$(( (${EPOCHREALTIME/./} - ${start/./}) / 100000 ))  # tenths of a second
-    printf '%s\t%s\t%s.%s\t%s\n' "$name" "$status" $((elapsed / 10)) $((elapsed % 10)) "$limit" >> "$out/stages.tsv"
-    if [ "$status" = 0 ]; then
-        echo "=== $name passed in $((elapsed / 10)).$((elapsed % 10)) s" | tee -a "$log"
-    else
-        echo "=== $name FAILED (exit $status$([ "$status" = 124 ] && echo ": over its ${limit} s limit")) after" \
-             "$((elapsed / 10)).$((elapsed % 10)) s" | tee -a "$log"
-    fi
-}
-
 stage tests "${limits[0]}" "$PYTHON" -m pytest tests/test_gpu.py -v -s -p no:cacheprovider -p no:nbval \
     -o junit_family=xunit1 --junitxml="$out/tests.xml"
 stage eager "${limits[1]}" "$PYTHON" benchmarks/pretrain.py "${bench[@]}" --tokenizer "$tokenizer" \
-    --json-out "$out/benchmark_eager.json"
+    --corpus wikitext2_raw/wiki.test.raw --json-out "$out/benchmark_eager.jsonl"
 stage compiled "${limits[2]}" "$PYTHON" benchmarks/pretrain.py "${bench[@]}" --tokenizer "$tokenizer" \
-    --compile "$backend" --json-out "$out/benchmark_compiled.json"
+    --corpus wikitext2_raw/wiki.test.raw --compile "$backend" --json-out "$out/benchmark_compiled.jsonl"
 stage lecture "${limits[3]}" "$PYTHON" -m minibert.cli pretrain "${lecture[@]}" --tokenizer "$tokenizer" \
     --corpus wikitext2_raw/wiki.test.raw --eval-corpus wikitext2_raw/wiki.valid.raw --objective none \
     --lr 1e-4 --dropout 0.1 --device auto --out "$work/lecture"
@@ -123,6 +106,13 @@ out, mode = Path(sys.argv[1]), sys.argv[2]
 def read_json(name):
     path = out / name
     return json.loads(path.read_text()) if path.is_file() else None
+
+
+def read_cell(name):
+    """The benchmark's one (seq, batch) cell: the first line of its JSON Lines file."""
+    path = out / name
+    lines = path.read_text().splitlines() if path.is_file() else []
+    return json.loads(lines[0]) if lines else None
 
 
 def number(text):
@@ -170,8 +160,8 @@ figures = {"mode": "cpu dry run" if mode == "dry" else "gpu",
            "machine": {"device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
                        "torch": torch.__version__, "cuda": torch.version.cuda, "python": sys.version.split()[0]},
            "stages": stages, "total_seconds": round(sum(s["seconds"] for s in stages.values()), 1),
-           "tests": tests, "benchmark": {"eager": read_json("benchmark_eager.json"),
-                                         "compiled": read_json("benchmark_compiled.json")},
+           "tests": tests, "benchmark": {"eager": read_cell("benchmark_eager.jsonl"),
+                                         "compiled": read_cell("benchmark_compiled.jsonl")},
            "lecture": lecture}
 (out / "gpu_check.json").write_text(json.dumps(figures, indent=2) + "\n")
 
@@ -183,8 +173,8 @@ for kind, run in figures["benchmark"].items():
     if run:
         ours, theirs = run["results"]["minibert"], run["results"]["transformers"]
         mfu = f", MFU {ours['mfu']:.1%} / {theirs['mfu']:.1%}" if ours.get("mfu") else ""
-        print(f"{kind}: minibert {ours['tokens_per_s']:,.0f} tokens/s, transformers {theirs['tokens_per_s']:,.0f}"
-              f" ({run['ratio']:.2f}x){mfu}")
+        print(f"{kind}: minibert {ours['tokens_per_s']:,.0f} real tokens/s, transformers {theirs['tokens_per_s']:,.0f}"
+              f" ({run['ratio']:.2f}x; padded {run['ratio_padded']:.2f}x){mfu}")
 if lecture and "below_plateau" in lecture:
     print(f"lecture: {lecture['steps']} steps in {lecture['seconds']} s, held-out loss {lecture['eval_loss']:.3f} "
           f"against the unigram plateau {lecture['unigram_loss']:.3f}")

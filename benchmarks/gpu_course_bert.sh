@@ -40,14 +40,10 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
-if [ -z "${PYTHON:-}" ]; then  # the course's environment where there is one, else the machine's
-    PYTHON=python3
-    [ -x .venv/bin/python ] && PYTHON=$PWD/.venv/bin/python
-fi
+source benchmarks/gpu_common.sh  # $PYTHON, unpack_data
 # TOKENIZERS_PARALLELISM left unset: the fast tokenizer then uses every core until a process forks
 # (the 100 shards took 62-72 s on 16 cores with it set to false, 15 s unset)
 unset TOKENIZERS_PARALLELISM
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 work=$(mktemp -d)  # unpacked data, token cache, checkpoints: none of it comes back
 trap 'rm -rf "$work"' EXIT
 datasets=(wikipedia_2015 wikitext2_raw squad_v1.1 bert_vocab)
@@ -62,8 +58,8 @@ fi
 [ -f "$archive" ] || { echo "gpu_course_bert.sh: no data archive (--archive FILE; make one with --bundle)" >&2; exit 2; }
 mkdir -p "$out" && out=$(cd "$out" && pwd) || exit
 exec > >(tee "$out/course_bert.log") 2>&1
-tar -C "$work" -xJf "$archive" || exit
-export MINIBERT_DATA_DIR=$work/data HF_HUB_OFFLINE=1
+unpack_data "$archive" "$work" || exit
+export HF_HUB_OFFLINE=1
 tokenizer=$("$PYTHON" -c "from minibert import data; print(data.path('bert_vocab'))") || exit
 
 if [ $mode = dry ]; then  # the same commands at tiny sizes, WikiText-2 valid for the corpus

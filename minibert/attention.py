@@ -9,6 +9,11 @@ The pieces, by their names in the papers: `padding_mask` (which keys a query may
 `attention_probabilities` and `scaled_dot_product_attention` (one head's formula),
 `BertSelfAttention.split_heads` / `merge_heads` (h heads of d_k = H / h dimensions, side by side),
 and `BertAttention`, the sub-layer: multi-head attention, then add & norm (`BertSelfOutput`).
+
+Unpadded (a `minibert.unpadding.Packing` given), the layer reads and writes only the batch's N real tokens,
+(N, H): the projections and everything after attention skip the padding. Attention itself re-pads queries,
+keys and values to (B, nh, T, hs) for the fused kernel and keeps the real rows of its output, as ModernBERT's
+layer here does (`minibert.modernbert.layers` says why re-padding, not a variable-length kernel).
 """
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ from torch import Tensor, nn
 
 from .add_norm import AddNorm
 from .config import BertConfig
+from .unpadding import Packing, pad, unpad
 
 
 def padding_mask(attention_mask: Tensor | None) -> Tensor | None:
@@ -83,11 +89,13 @@ class BertSelfAttention(nn.Module):
         B, nh, T, hs = x.shape
         return x.transpose(1, 2).reshape(B, T, nh * hs)  # (B, nh, T, hs) -> (B, T, H)
 
-    def forward(self, hidden: Tensor, mask: Tensor | None = None,
-                output_attentions: bool = False) -> tuple[Tensor, Tensor | None]:
-        q = self.split_heads(self.query(hidden))
-        k = self.split_heads(self.key(hidden))
-        v = self.split_heads(self.value(hidden))
+    def forward(self, hidden: Tensor, mask: Tensor | None = None, output_attentions: bool = False,
+                packing: Packing | None = None) -> tuple[Tensor, Tensor | None]:
+        """hidden: (B, T, H), or (N, H) packed real tokens with ``packing``; the output has hidden's shape."""
+        q, k, v = self.query(hidden), self.key(hidden), self.value(hidden)  # each (B, T, H) or (N, H)
+        if packing is not None:  # (N, H) -> (B, T, H), zeros at the padding, which the mask hides as keys
+            q, k, v = pad(q, packing), pad(k, packing), pad(v, packing)
+        q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)  # (B, nh, T, hs)
         probs = None
         if output_attentions:
             probs = self.dropout(attention_probabilities(q, k, mask))  # (B, nh, T, T)
@@ -100,7 +108,8 @@ class BertSelfAttention(nn.Module):
                 q, k, v, attn_mask=additive, dropout_p=self.dropout_p if self.training else 0.0)
         if self.head_gate is not None:
             context = context * self.head_gate.view(1, -1, 1, 1)  # (B, nh, T, hs), one factor per head
-        return self.merge_heads(context), probs
+        context = self.merge_heads(context)                                    # (B, T, H)
+        return (context if packing is None else unpad(context, packing)), probs  # the real rows: (N, H)
 
 
 class BertSelfOutput(AddNorm):
@@ -140,9 +149,9 @@ class BertAttention(nn.Module):
         self.self.num_heads -= len(drop)
         self.pruned_heads |= set(heads)
 
-    def forward(self, hidden: Tensor, mask: Tensor | None = None,
-                output_attentions: bool = False) -> tuple[Tensor, Tensor | None]:
-        context, probs = self.self(self.output.normalize_input(hidden), mask, output_attentions)
+    def forward(self, hidden: Tensor, mask: Tensor | None = None, output_attentions: bool = False,
+                packing: Packing | None = None) -> tuple[Tensor, Tensor | None]:
+        context, probs = self.self(self.output.normalize_input(hidden), mask, output_attentions, packing)
         return self.output(context, hidden), probs
 
 

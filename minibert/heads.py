@@ -142,11 +142,14 @@ class BertForPreTraining(BertPreTrainedModel):
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None,
                 next_sentence_label=None, output_attentions=False, output_hidden_states=False,
-                masked_only: bool = False, masked_positions: Tensor | None = None, position_ids: Tensor | None = None):
+                masked_only: bool = False, masked_positions: Tensor | None = None, position_ids: Tensor | None = None,
+                unpadded: bool = False, packed_positions: Tensor | None = None):
         """``masked_only=True`` (needs ``labels``) or ``masked_positions`` (`masked_lm_positions`): the MLM
         decoder runs at the masked positions only; their logits are then in ``masked_logits`` and
-        ``prediction_logits`` is None."""
-        out = self.bert(input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states, position_ids)
+        ``prediction_logits`` is None. ``unpadded`` / ``packed_positions``: the encoder skips the padding
+        (`BertModel.forward`); the same loss."""
+        out = self.bert(input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states, position_ids,
+                        unpadded, packed_positions)
         nsp_logits = self.cls.seq_relationship(out.pooler_output)  # (B, 2)
         mlm_logits, mlm_loss = masked_lm(self.cls.predictions, out.last_hidden_state, labels, masked_only,
                                          masked_positions)
@@ -173,11 +176,14 @@ class BertForMaskedLM(BertPreTrainedModel):
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None,
                 output_attentions=False, output_hidden_states=False, masked_only: bool = False,
-                masked_positions: Tensor | None = None, position_ids: Tensor | None = None):
+                masked_positions: Tensor | None = None, position_ids: Tensor | None = None, unpadded: bool = False,
+                packed_positions: Tensor | None = None):
         """``masked_only=True`` (needs ``labels``) or ``masked_positions`` (`masked_lm_positions`): the
         decoder runs at the masked positions only; their logits are then in ``masked_logits`` and
-        ``logits`` is None."""
-        out = self.bert(input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states, position_ids)
+        ``logits`` is None. ``unpadded`` / ``packed_positions``: the encoder skips the padding
+        (`BertModel.forward`); the same loss."""
+        out = self.bert(input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states, position_ids,
+                        unpadded, packed_positions)
         logits, loss = masked_lm(self.cls.predictions, out.last_hidden_state, labels, masked_only, masked_positions)
         masked_only = masked_only or masked_positions is not None
         return MaskedLMOutput(None if masked_only else logits, loss, out.hidden_states, out.attentions,
@@ -198,8 +204,12 @@ class BertForSequenceClassification(BertPreTrainedModel):
         self.init_weights()
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None,
-                output_attentions=False, output_hidden_states=False):
-        out = self.bert(input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states)
+                output_attentions=False, output_hidden_states=False, unpadded: bool = False,
+                packed_positions: Tensor | None = None):
+        """``unpadded`` / ``packed_positions``: the encoder skips the padding (`BertModel.forward`), which
+        fine-tuning batches of short sentences are full of; the same logits."""
+        out = self.bert(input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states,
+                        unpadded=unpadded, packed_positions=packed_positions)
         logits = self.classifier(self.dropout(out.pooler_output))  # (B, num_labels)
         loss = classification_loss(logits, labels)
         return TaskOutput(logits, loss, out.hidden_states, out.attentions)

@@ -16,6 +16,8 @@ from .embeddings import BertEmbeddings, factorised_embedding_projection
 from .hub import PretrainedMixin
 from .inputs import check_inputs  # what a forward pass accepts, said in words
 from .outputs import BaseModelOutput
+from .unpadding import Packing, pad, unpad
+from .unpadding import packed_positions as packed_positions_of
 
 
 class BertIntermediate(nn.Module):
@@ -62,10 +64,10 @@ class BertLayer(FeedForward, nn.Module):
         self.intermediate = BertIntermediate(config)
         self.output = BertOutput(config)
 
-    def forward(self, hidden: Tensor, mask: Tensor | None = None,
-                output_attentions: bool = False) -> tuple[Tensor, Tensor | None]:
-        attended, probs = self.attention(hidden, mask, output_attentions)
-        return self.feed_forward(attended), probs
+    def forward(self, hidden: Tensor, mask: Tensor | None = None, output_attentions: bool = False,
+                packing: Packing | None = None) -> tuple[Tensor, Tensor | None]:
+        attended, probs = self.attention(hidden, mask, output_attentions, packing)
+        return self.feed_forward(attended), probs  # per token: (B, T, H) or packed (N, H) alike
 
 
 class BertEncoder(nn.Module):
@@ -91,13 +93,14 @@ class BertEncoder(nn.Module):
         return layers * self.config.num_hidden_layers if self.config.share_layers else layers
 
     def forward(self, hidden: Tensor, mask: Tensor | None = None, output_attentions: bool = False,
-                output_hidden_states: bool = False) -> BaseModelOutput:
+                output_hidden_states: bool = False, packing: Packing | None = None) -> BaseModelOutput:
+        """hidden: (B, T, E), or with ``packing`` the real tokens' (N, E); the states returned have its layout."""
         if self.embedding_hidden_mapping_in is not None:
             hidden = self.embedding_hidden_mapping_in(hidden)  # (B, T, E) -> (B, T, H)
         all_hidden: list[Tensor] = [hidden]
         all_attentions: list[Tensor] = []
         for layer in self.layers:
-            hidden, probs = layer(hidden, mask, output_attentions)
+            hidden, probs = layer(hidden, mask, output_attentions, packing)
             all_hidden.append(hidden)
             if output_attentions:
                 all_attentions.append(probs)
@@ -167,7 +170,13 @@ class BertModel(BertPreTrainedModel):
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
                 token_type_ids: Tensor | None = None, output_attentions: bool = False,
-                output_hidden_states: bool = False, position_ids: Tensor | None = None) -> BaseModelOutput:
+                output_hidden_states: bool = False, position_ids: Tensor | None = None,
+                unpadded: bool = False, packed_positions: Tensor | None = None) -> BaseModelOutput:
+        """``unpadded=True`` (needs ``attention_mask``) or ``packed_positions`` (`minibert.unpadding.packed_positions`
+        of the mask, found on the host; implies ``unpadded``): the layers run on the batch's real tokens only
+        (`minibert.unpadding`), what MosaicBERT and ModernBERT do to skip the padding's work. The outputs keep
+        their (B, T, H) shape, with zeros at the padding positions, which padded runs fill with vectors nobody
+        should read; the real tokens' vectors are the same either way."""
         check_inputs(self.config, input_ids, attention_mask, token_type_ids, position_ids)
         weights = self.embeddings.word_embeddings.weight
         if input_ids.device.type == "meta" != weights.device.type:  # shapes without values: nothing to look up
@@ -180,7 +189,19 @@ class BertModel(BertPreTrainedModel):
         if self.config.is_decoder:  # left to right: (B, 1, 1, T) & (1, 1, T, T) -> (B, 1, T, T)
             causal = causal_mask(input_ids.size(1), input_ids.device)
             mask = causal if mask is None else mask & causal
-        out = self.encoder(hidden, mask, output_attentions, output_hidden_states)
+        packing = None
+        if unpadded or packed_positions is not None:
+            if packed_positions is None:
+                if attention_mask is None:
+                    raise ValueError("unpadded=True needs the attention_mask: it says which tokens are real")
+                packed_positions = packed_positions_of(attention_mask)  # on a GPU: a host-device sync, to learn N
+            packing = Packing(packed_positions, *input_ids.shape)
+            hidden = unpad(hidden, packing)                                   # (B, T, E) -> (N, E)
+        out = self.encoder(hidden, mask, output_attentions, output_hidden_states, packing)
+        if packing is not None:  # back to the callers' layout: (N, H) -> (B, T, H)
+            out.last_hidden_state = pad(out.last_hidden_state, packing)
+            if out.hidden_states is not None:
+                out.hidden_states = tuple(pad(h, packing) for h in out.hidden_states)
         out.pooler_output = self.pooler(out.last_hidden_state) if self.pooler is not None else None
         return out
 

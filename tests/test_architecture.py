@@ -132,8 +132,8 @@ def test_the_library_imports_nothing_built_on_it():
 
 
 CORE = {f"minibert.{name}" for name in ("config", "inputs", "tokenizer", "tokenizer_files", "vocabulary", "embeddings",
-                                         "attention", "add_norm", "model", "heads", "outputs", "hub", "atomic",
-                                         "user_files")}
+                                         "attention", "add_norm", "unpadding", "model", "heads", "outputs", "hub",
+                                         "atomic", "user_files")}
 
 
 def test_the_model_core_stands_alone():

@@ -98,13 +98,15 @@ def small_config(tokenizer, dropout=0.0) -> BertConfig:
                                   hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
 
 
-def pretrainer(tokenizer, data, dropout=0.0, **settings) -> Trainer:
-    """A fresh bert-tiny pre-training on ``data`` with masked-only decoding, on the device the Trainer picks."""
+def pretrainer(tokenizer, data, dropout=0.0, unpadded=False, **settings) -> Trainer:
+    """A fresh bert-tiny pre-training on ``data`` with masked-only decoding (and with ``unpadded``, the layers on
+    the real tokens only), on the device the Trainer picks."""
     torch.manual_seed(0)
     model = BertForPreTraining(small_config(tokenizer, dropout))
     config = TrainConfig(**{"max_steps": STEPS, "batch_size": BATCH, "lr": 1e-3, "log_every": 1, "progress": False,
                             **settings})
-    return Trainer(model, config, data, collate_fn=data.collate, model_kwargs={"masked_only": True})
+    return Trainer(model, config, data, collate_fn=data.collate,
+                   model_kwargs={"masked_only": True, **({"unpadded": True} if unpadded else {})})
 
 
 def relative_gaps(losses, reference) -> list[float]:
@@ -139,6 +141,32 @@ def test_models_on_the_gpu_equal_the_cpu_and_transformers(kind, tmp_path, full_f
                                    msg=lambda m, name=name: f"{name}, against transformers on {DEVICE}: {m}")
 
 
+def test_unpadded_models_on_the_gpu_give_the_real_tokens_what_transformers_gives_them(tmp_path, full_fp32):
+    """minibert on the packed real tokens (``unpadded=True``), transformers (sdpa) on the padded batch, on the
+    device: the same vectors at every real position, the same pooled [CLS] and sentence logits."""
+    hf_config = transformers.BertConfig(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                        intermediate_size=128, max_position_embeddings=64, num_labels=3,
+                                        attn_implementation="sdpa")
+    batch = default_collate(sentence_pairs(4, hf_config.vocab_size, 24, seed=2, num_labels=3))
+    del batch["labels"]
+    batch = {k: v.to(DEVICE) for k, v in batch.items()}
+    real = batch["attention_mask"].bool()
+    for kind, names in (("BertModel", ["last_hidden_state", "pooler_output"]),
+                        ("BertForSequenceClassification", ["logits"])):
+        torch.manual_seed(0)
+        theirs = getattr(transformers, kind)(hf_config).eval()
+        theirs.save_pretrained(tmp_path / kind)
+        ours = getattr(minibert, kind).from_pretrained(tmp_path / kind).eval().to(DEVICE)
+        with torch.no_grad():
+            got, expected = ours(**batch, unpadded=True), theirs.to(DEVICE)(**batch)
+        for name in names:
+            a, b = getattr(got, name), getattr(expected, name)
+            if name == "last_hidden_state":
+                a, b = a[real], b[real]
+            torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4,
+                                       msg=lambda m, name=name, kind=kind: f"{kind}.{name} unpadded on {DEVICE}: {m}")
+
+
 # --- number formats and compilation -----------------------------------------------------------------------
 def test_bf16_and_fp16_train_like_fp32_on_real_batches(tokenizer, pretraining_data, rehearsing, record_property):
     """50 updates of MLM + NSP on WikiText-2: every loss finite, bf16 within 2% of fp32 at every step, fp16
@@ -162,7 +190,8 @@ def test_bf16_and_fp16_train_like_fp32_on_real_batches(tokenizer, pretraining_da
 
 
 def test_compiled_training_gives_the_eager_losses(tokenizer, pretraining_data, rehearsing, record_property):
-    """TrainConfig(compile=True), bf16: the same losses within bf16's noise; prints what compiling cost."""
+    """TrainConfig(compile=True), bf16: the same losses within bf16's noise, padded and unpadded; prints what
+    compiling cost. Unpadded, the count of real tokens changes with every batch: one graph takes them all."""
     seconds, losses = {}, {}
     for compiled in (False, True):
         trainer = pretrainer(tokenizer, pretraining_data, precision="bf16", max_steps=8, compile=compiled)
@@ -174,6 +203,9 @@ def test_compiled_training_gives_the_eager_losses(tokenizer, pretraining_data, r
           f"{seconds[False]:.1f} s eager)")
     record_property("compile_seconds", round(compile_seconds, 1))
     assert max(relative_gaps(losses[True], losses[False])) < TOLERANCE, (losses[True], losses[False])
+    unpadded = pretrainer(tokenizer, pretraining_data, precision="bf16", max_steps=8, compile=True, unpadded=True)
+    unpadded_losses = unpadded.fit().series("loss")[1]
+    assert max(relative_gaps(unpadded_losses, losses[False])) < TOLERANCE, (unpadded_losses, losses[False])
 
 
 # --- exact resumption ---------------------------------------------------------------------------------------
@@ -215,6 +247,16 @@ def test_a_pretraining_step_never_waits_for_the_gpu(precision, tokenizer, pretra
     gradient scaler hands its overflow flag to fused AdamW on the device, so it does not wait either."""
     trainer = pretrainer(tokenizer, pretraining_data, dropout=0.1, precision=precision, max_steps=4,
                          grad_accum_steps=2, batch_size=8, log_every=100)
+    check = no_waiting(trainer, monkeypatch)
+    trainer.fit()
+    check()
+    assert trainer.step == 4
+
+
+def test_an_unpadded_pretraining_step_never_waits_for_the_gpu(tokenizer, pretraining_data, rehearsing, monkeypatch):
+    """The real tokens found on the host (`minibert.unpadding.packed_positions`), so N is a size the host knows."""
+    trainer = pretrainer(tokenizer, pretraining_data, dropout=0.1, precision="bf16", max_steps=4, grad_accum_steps=2,
+                         batch_size=8, log_every=100, unpadded=True)
     check = no_waiting(trainer, monkeypatch)
     trainer.fit()
     check()

@@ -52,10 +52,10 @@ def test_a_cpu_dry_run_goes_through_every_stage_and_records_its_figures(tmp_path
 
     for kind, compiled in (("eager", None), ("compiled", "aot_eager")):
         bench = figures["benchmark"][kind]
-        assert bench["settings"]["compile"] == compiled and bench["ratio"] > 0
-        for library in ("minibert", "transformers"):
-            result = bench["results"][library]
-            assert result["tokens_per_s"] > 0 and result["peak_memory_gib"] > 0 and result["warmup_s"] > 0
+        assert bench["settings"]["compile"] == compiled and bench["ratio"] > 0 and bench["ratio_padded"] > 0
+        for library in ("minibert", "minibert, padded", "transformers"):
+            result = bench["results"][library]  # peak memory: measured on a GPU only
+            assert result["tokens_per_s"] > 0 and result["peak_memory_gib"] is None and result["warmup_s"] > 0
 
     lecture = figures["lecture"]
     assert lecture["steps"] == 3 and lecture["device"] == "cpu" and lecture["settings"]["objective"] == "none"

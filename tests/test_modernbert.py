@@ -20,7 +20,7 @@ from minibert import (
     ModernBertModel,
 )
 from minibert.modernbert.config import GLOBAL, LOCAL
-from minibert.modernbert.unpadding import Packing, pad, unpad
+from minibert.unpadding import Packing, pad, unpad
 
 transformers = pytest.importorskip("transformers")
 transformers.logging.set_verbosity_error()

@@ -74,7 +74,7 @@ def test_a_fine_tuning_step_reads_no_value_on_the_host(monkeypatch):
 
 def test_masked_positions_found_on_the_device_would_make_every_step_wait(monkeypatch):
     """What the Trainer's host-side positions save: without them the head finds the masked tokens itself."""
-    monkeypatch.setattr(minibert.training.trainer, "with_masked_positions", lambda collate, model, kwargs: collate)
+    monkeypatch.setattr(minibert.training.trainer, "with_host_positions", lambda collate, model, kwargs: collate)
     trainer = four_steps(tiny(BertForPreTraining), "fp32", mlm_collate, model_kwargs={"masked_only": True})
     recorder = record_device_work_of_steps(monkeypatch)
     trainer.fit()

@@ -36,9 +36,9 @@ from ..analysis.probing import tagging_probe
 from ..config import PRESETS
 from ..modernbert import ModernBertConfig, ModernBertForMaskedLM, ModernBertModel
 from ..modernbert.layers import ModernBertMLP
-from ..modernbert.unpadding import Packing
 from ..pretraining import MLMMasking, PretrainingDataset
 from ..recipes.pretrain import make_model, make_trainer
+from ..unpadding import Packing
 from .grid import PretrainingGrid, cpu_seconds_per_step, mean_sd_n
 from .masking import AblationSetup
 

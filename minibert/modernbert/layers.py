@@ -2,7 +2,7 @@
 feed-forward network, and the pre-norm layer that joins them. Module and parameter names are transformers'
 (``Wqkv``, ``Wi``, ``Wo``, ``attn_norm``...), so checkpoints load as they are.
 
-Every block reads and writes packed tokens, (N, H) with N the batch's real tokens (`minibert.modernbert.unpadding`).
+Every block reads and writes packed tokens, (N, H) with N the batch's real tokens (`minibert.unpadding`).
 Attention is the one place that needs the batch's shape back: it re-pads queries, keys and values to
 (B, heads, T, d) and calls ``torch.nn.functional.scaled_dot_product_attention`` with a boolean mask that
 combines the padding and, in local layers, the sliding window (`minibert.modernbert.sliding_window`).
@@ -21,9 +21,9 @@ from torch import Tensor, nn
 
 from ..attention import attention_probabilities
 from ..config import ACT2FN
+from ..unpadding import Packing, pad, unpad
 from .config import ModernBertConfig
 from .rope import rotate
-from .unpadding import Packing, pad, unpad
 
 
 def layer_norm(config: ModernBertConfig) -> nn.LayerNorm:

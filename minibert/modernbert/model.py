@@ -2,7 +2,7 @@
 pre-training pair (MLM + a sentence-pair head) for the course's own pre-training.
 
 The encoder is embeddings → L pre-norm layers (alternating global and local attention, RoPE, GeGLU) → a
-final LayerNorm, run on the batch's real tokens only (`minibert.modernbert.unpadding`); callers see the
+final LayerNorm, run on the batch's real tokens only (`minibert.unpadding`); callers see the
 usual padded (B, T, H), with zeros at padding positions. Parameter names and layout are transformers', so
 ``save_pretrained`` / ``from_pretrained`` (`minibert.hub.PretrainedMixin`, shared with BERT) move checkpoints
 between the two libraries, and a Hub id such as "answerdotai/ModernBERT-base" resolves through the HF cache.
@@ -20,11 +20,11 @@ from ..heads import classification_loss, masked_lm
 from ..hub import PretrainedMixin
 from ..inputs import check_inputs
 from ..outputs import BaseModelOutput, MaskedLMOutput, PreTrainingOutput, TaskOutput
+from ..unpadding import Packing, pad
 from .config import ModernBertConfig
 from .layers import ModernBertAttention, ModernBertEmbeddings, ModernBertEncoderLayer, ModernBertMLP, layer_norm
 from .rope import rotary_angles
 from .sliding_window import attention_masks
-from .unpadding import Packing, pad
 
 
 class ModernBertPreTrainedModel(PretrainedMixin, nn.Module):

@@ -12,6 +12,7 @@ from ..config import BertConfig
 from ..heads import masked_lm_positions
 from ..inputs import check_inputs
 from ..padding import pad, pad_with_mask  # noqa: F401 (also training's names: `from minibert.training import pad`)
+from ..unpadding import packed_positions
 
 
 def batches_by_length(lengths: list[int], batch_size: int) -> list[list[int]]:
@@ -71,20 +72,30 @@ def to_device(batch, device: torch.device, config=None) -> dict:
     return {k: v.to(device, non_blocking=True) if isinstance(v, Tensor) else v for k, v in batch.items()}
 
 
-def with_masked_positions(collate_fn, model, model_kwargs: dict | None):
-    """``collate_fn``, and each batch's ``masked_positions`` (`minibert.heads.masked_lm_positions` of its
-    labels) when ``model_kwargs`` ask for masked-only decoding and the model's forward takes them.
+def with_host_positions(collate_fn, model, model_kwargs: dict | None):
+    """``collate_fn``, and each batch's positions that the model would otherwise find on the device:
+    ``masked_positions`` (`minibert.heads.masked_lm_positions` of the labels) when ``model_kwargs`` ask for
+    masked-only decoding, ``packed_positions`` (`minibert.unpadding.packed_positions` of the attention mask)
+    when they ask for ``unpadded``, each where the model's forward takes them.
 
-    The DataLoader runs it on the host, where reading the labels is free, and pins the positions with
-    the rest of the batch. Found on a GPU instead, N_masked would be a size known only once the device
-    has computed it: a host-device sync at every step.
+    The DataLoader runs it on the host, where reading the labels and the mask is free, and pins the
+    positions with the rest of the batch. Found on a GPU instead, N_masked and N would be sizes known only
+    once the device has computed them: a host-device sync at every step.
     """
-    takes_them = "masked_positions" in inspect.signature(model.forward).parameters
-    if not (takes_them and (model_kwargs or {}).get("masked_only")):
+    takes = inspect.signature(model.forward).parameters
+    kwargs = model_kwargs or {}
+    masked = "masked_positions" in takes and bool(kwargs.get("masked_only"))
+    packed = "packed_positions" in takes and bool(kwargs.get("unpadded"))
+    if not (masked or packed):
         return collate_fn
-    return partial(_collate_with_masked_positions, collate_fn)  # a partial, not a closure: worker processes pickle it
+    # a partial, not a closure: worker processes pickle it
+    return partial(_collate_with_host_positions, collate_fn, masked, packed)
 
 
-def _collate_with_masked_positions(collate_fn, examples: list) -> dict:
+def _collate_with_host_positions(collate_fn, masked: bool, packed: bool, examples: list) -> dict:
     batch = collate_fn(examples)
-    return {**batch, "masked_positions": masked_lm_positions(batch["labels"])} if "labels" in batch else batch
+    if masked and "labels" in batch:
+        batch["masked_positions"] = masked_lm_positions(batch["labels"])
+    if packed and "attention_mask" in batch:
+        batch["packed_positions"] = packed_positions(batch["attention_mask"])
+    return batch

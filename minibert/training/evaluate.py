@@ -10,7 +10,7 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler, default_co
 from tqdm.auto import tqdm
 
 from ..modes import eval_mode
-from .batching import to_device, with_masked_positions
+from .batching import to_device, with_host_positions
 from .checkpoint import isolated_rng
 
 
@@ -28,14 +28,14 @@ def evaluate(model: nn.Module, data: Dataset, *, batch_size: int = 32, collate_f
     first batches only. Under DistributedDataParallel (``world_size`` > 1) each process reads its
     share and the sums are added up, so every process returns the same numbers. ``model_kwargs`` go to
     every forward (e.g. ``{"masked_only": True}``; the masked positions are then found on the host,
-    `with_masked_positions`). ``progress``: the label of a progress bar (shown on a terminal).
+    `with_host_positions`). ``progress``: the label of a progress bar (shown on a terminal).
     """
     if len(data) == 0:
         raise ValueError("evaluation data is empty")
     device = torch.device(device) if device is not None else next(model.parameters()).device
     sampler = DistributedSampler(data, world_size, rank, shuffle=False)
     # The loader's own generator: without one, a new DataLoader iterator draws from the global torch generator.
-    collate_fn = with_masked_positions(collate_fn or default_collate, model, model_kwargs)
+    collate_fn = with_host_positions(collate_fn or default_collate, model, model_kwargs)
     loader = DataLoader(data, batch_size, sampler=list(sampler), collate_fn=collate_fn,
                         num_workers=num_workers, pin_memory=device.type == "cuda",
                         generator=torch.Generator().manual_seed(seed))

@@ -32,7 +32,7 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler, default_co
 from tqdm.auto import tqdm
 
 from ..hub import not_finite
-from .batching import example_lengths, group_by_length, to_device, with_masked_positions
+from .batching import example_lengths, group_by_length, to_device, with_host_positions
 from .checkpoint import (
     checkpoint_to_resume,
     find_checkpoints,
@@ -70,7 +70,8 @@ class Trainer:
     ``model_kwargs`` go to every training forward, ``eval_model_kwargs`` to evaluation's, e.g.
     ``{"masked_only": True}``: pre-training's MLM head then decodes the masked positions only (for a
     30k vocabulary most of the work of the full logits), and `pretraining_metrics` reads those.
-    The DataLoader finds those positions from the labels, on the host (`with_masked_positions`), so
+    ``{"unpadded": True}`` runs BERT's encoder on the real tokens only (`minibert.unpadding`).
+    The DataLoader finds those positions from the labels and the mask, on the host (`with_host_positions`), so
     that on a GPU no step waits for the device: the loss and gradient norm are read (``.item()``) at log
     steps only, batches move from pinned memory without blocking, AdamW is fused, and fp16's
     gradient scaler hands its overflow flag to fused AdamW on the device (tests/test_no_sync.py
@@ -127,7 +128,7 @@ class Trainer:
         """Micro-batches forever, epoch after epoch; (epoch, batch_in_epoch) is the position a checkpoint keeps."""
         cfg = self.config
         lengths = example_lengths(self.train_data) if cfg.group_by_length else None
-        collate = with_masked_positions(self.collate_fn, self.model, self.model_kwargs)
+        collate = with_host_positions(self.collate_fn, self.model, self.model_kwargs)
         while True:
             sampler = DistributedSampler(self.train_data, self.world_size, self.rank, shuffle=True,
                                          seed=cfg.seed, drop_last=True)
@@ -289,8 +290,9 @@ class Trainer:
         """The next micro-batch on the device. Everything that reads its values (collate_fn, the masked
         positions, `to_device`'s check of the ids) ran on the host; the copy does not wait for the GPU."""
         batch = to_device(next(batches), self.device, getattr(self.model, "config", None))
-        if self.config.compile and "masked_positions" in batch:  # N_masked varies: one graph for every count
-            torch._dynamo.maybe_mark_dynamic(batch["masked_positions"], 0)
+        for name in ("masked_positions", "packed_positions"):  # N_masked, N vary: one graph for every count
+            if self.config.compile and name in batch:
+                torch._dynamo.maybe_mark_dynamic(batch[name], 0)
         return batch
 
     def _optimizer_step(self) -> Tensor | None:

@@ -6,10 +6,12 @@ per-token parts (Wqkv, Wo, the GeGLU, the LayerNorms: nearly all of a layer's mu
 token on its own, so they need no batch shape at all: ModernBERT (§2.1.2, after Portes et al.'s MosaicBERT)
 packs the real tokens of the whole batch into one (N, H) matrix, N = the number of real tokens, and runs
 them there. Only attention, where tokens meet, needs to know which tokens share a sequence; see
-`minibert.modernbert.layers` for how it is done here.
+`minibert.modernbert.layers` for how it is done here (BERT's `minibert.attention` does the same when asked,
+``packed_positions``).
 
 `Packing` records where each packed token came from; `unpad` and `pad` move tensors between the padded
-(B, T, ...) layout that callers use and the packed (N, ...) one.
+(B, T, ...) layout that callers use and the packed (N, ...) one. `packed_positions` finds the real tokens
+beforehand, on the host: N depends on the mask's values, so found on a GPU it makes the host wait.
 """
 from __future__ import annotations
 
@@ -33,8 +35,7 @@ class Packing:
         """From the tokenizer's (B, T) attention_mask, 1 (or True) on real tokens. Finding N reads the mask's
         values: on a GPU a wait for the device, once per forward pass, not once per layer."""
         B, T = attention_mask.shape
-        indices = attention_mask.flatten().nonzero().flatten()  # (B·T,) -> (N, 1) -> (N,)
-        return cls(indices, B, T)
+        return cls(packed_positions(attention_mask), B, T)
 
     @property
     def positions(self) -> Tensor:
@@ -49,6 +50,13 @@ class Packing:
         re-pads for attention instead (see `minibert.modernbert.layers`), so nothing in it reads this."""
         lengths = torch.bincount(self.indices // self.length, minlength=self.batch)  # (B,) real tokens per sequence
         return torch.nn.functional.pad(lengths.cumsum(0), (1, 0)).to(torch.int32)
+
+
+def packed_positions(attention_mask: Tensor) -> Tensor:
+    """(B, T) attention_mask -> (N,) long: the real tokens' flat positions b·T + t, row-major (`Packing.indices`).
+    Compute it where reading the mask is free, on the host before the batch moves (the Trainer does, in its
+    DataLoader, as for `minibert.heads.masked_lm_positions`)."""
+    return attention_mask.flatten().nonzero().flatten()  # (B·T,) -> (N, 1) -> (N,)
 
 
 def unpad(x: Tensor, packing: Packing) -> Tensor:

@@ -1,0 +1,152 @@
+"""BERT unpadded (`minibert.unpadding`, ``unpadded`` / ``packed_positions``): the encoder runs on the batch's
+real tokens only and gives the real tokens the vectors transformers' padded BERT gives them, the same loss
+and gradients as minibert's padded run, and, found on the host, costs a training step no wait for the GPU."""
+import tempfile
+
+import pytest
+import torch
+import transformers
+from host_syncs import record_device_work_of_steps, sentence_pairs
+from offline import one_torch_thread
+from test_no_sync import four_steps, mlm_collate, pairs, tiny
+from torch.utils.data import default_collate
+
+import minibert.training.trainer
+from minibert import (
+    BertConfig,
+    BertForMaskedLM,
+    BertForPreTraining,
+    BertForSequenceClassification,
+    BertModel,
+    TrainConfig,
+    Trainer,
+)
+from minibert.unpadding import packed_positions
+
+VOCAB, T = 60, 16  # the vocabulary of test_no_sync's `mlm_collate`
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    with one_torch_thread():
+        yield
+
+
+def batch_with_padding(seed=0, n=5):
+    """Pairs of random lengths padded to T, one of them a lone [CLS] [SEP] [SEP] (the shortest there is)."""
+    batch = default_collate(sentence_pairs(n, VOCAB, T, seed, cls_id=2, sep_id=3))
+    batch["input_ids"][-1, 3:], batch["attention_mask"][-1, 3:], batch["token_type_ids"][-1, 3:] = 0, 0, 0
+    del batch["labels"]
+    return batch
+
+
+CONFIGS = {  # BERT, and the variants the course builds from the same layer
+    "post-LN (BERT)": {},
+    "pre-LN": {"pre_layer_norm": True},
+    "ALBERT (shared layers, E < H)": {"share_layers": True, "embedding_size": 16},
+    "left to right (decoder)": {"is_decoder": True},
+}
+
+
+def config(**changes):
+    return BertConfig.from_preset("bert-tiny", vocab_size=VOCAB, max_position_embeddings=T, hidden_size=32,
+                                  num_attention_heads=4, intermediate_size=64, num_hidden_layers=3, **changes)
+
+
+def test_the_real_tokens_get_the_vectors_transformers_gives_them_padded():
+    """transformers' BertModel (sdpa) on the padded batch, minibert on the packed real tokens, same weights."""
+    torch.manual_seed(0)
+    cfg = config()
+    theirs = transformers.BertModel(transformers.BertConfig(**{k: v for k, v in cfg.to_dict().items()
+                                                               if k != "architectures"}, attn_implementation="sdpa"))
+    with tempfile.TemporaryDirectory() as folder:
+        theirs.save_pretrained(folder)
+        ours = BertModel.from_pretrained(folder)
+    batch = batch_with_padding()
+    real = batch["attention_mask"].bool()
+    with torch.no_grad():
+        expected = theirs.eval()(**batch)
+        got = ours.eval()(**batch, unpadded=True)
+    torch.testing.assert_close(got.last_hidden_state[real], expected.last_hidden_state[real], atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(got.pooler_output, expected.pooler_output, atol=1e-5, rtol=1e-4)
+    assert got.last_hidden_state[~real].abs().max() == 0  # padding rows are not computed: zeros, not vectors
+
+
+@pytest.mark.parametrize("changes", CONFIGS.values(), ids=CONFIGS.keys())
+def test_unpadded_gives_the_padded_loss_gradients_and_states(changes):
+    torch.manual_seed(0)
+    model = BertForPreTraining(config(**changes)).eval()
+    batch = mlm_collate(sentence_pairs(6, VOCAB, T, seed=1, cls_id=2, sep_id=3))
+    real = batch["attention_mask"].bool()
+
+    def run(**kwargs):
+        model.zero_grad()
+        out = model(**batch, output_hidden_states=True, **kwargs)
+        out.loss.backward()
+        return out, [p.grad.clone() for p in model.parameters()]
+
+    (padded, padded_grads), (packed, packed_grads) = run(), run(unpadded=True, masked_only=True)
+    torch.testing.assert_close(packed.loss, padded.loss)
+    torch.testing.assert_close(packed.masked_logits, padded.prediction_logits[batch["labels"] != -100])
+    torch.testing.assert_close(packed.seq_relationship_logits, padded.seq_relationship_logits)
+    for got, expected in zip(packed.hidden_states, padded.hidden_states, strict=True):
+        torch.testing.assert_close(got[real], expected[real])
+    for got, expected in zip(packed_grads, padded_grads, strict=True):
+        torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-4)
+    # the positions found on the host are the ones the model would find itself
+    host, _ = run(packed_positions=packed_positions(batch["attention_mask"]), masked_only=True)
+    assert torch.equal(host.loss, packed.loss)
+
+
+@pytest.mark.parametrize("kind", [BertForMaskedLM, BertForSequenceClassification])
+def test_the_other_models_that_take_it_give_the_padded_results(kind):
+    torch.manual_seed(0)
+    model = kind(config()).eval()
+    batch = batch_with_padding(seed=2)
+    if kind is BertForMaskedLM:
+        batch["labels"] = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
+    padded, packed = model(**batch), model(**batch, unpadded=True)
+    torch.testing.assert_close(packed.loss, padded.loss) if kind is BertForMaskedLM else None
+    real = batch["attention_mask"].bool()
+    expected = padded.logits[real] if kind is BertForMaskedLM else padded.logits
+    torch.testing.assert_close(packed.logits[real] if kind is BertForMaskedLM else packed.logits, expected)
+
+
+def test_unpadded_needs_the_attention_mask():
+    model = BertModel(config()).eval()
+    with pytest.raises(ValueError, match="attention_mask"):
+        model(batch_with_padding()["input_ids"], unpadded=True)
+
+
+def test_an_unpadded_pretraining_step_reads_no_value_on_the_host(monkeypatch):
+    """The Trainer finds the real tokens on the host (`with_host_positions`), so N is a size the host knows."""
+    trainer = four_steps(tiny(BertForPreTraining), "bf16", mlm_collate,
+                         model_kwargs={"masked_only": True, "unpadded": True})
+    recorder = record_device_work_of_steps(monkeypatch)
+    trainer.fit()
+    assert trainer.step == 4 and recorder.watched > 500 and recorder.seen == []
+
+
+def test_real_tokens_found_on_the_device_would_make_every_step_wait(monkeypatch):
+    monkeypatch.setattr(minibert.training.trainer, "with_host_positions", lambda collate, model, kwargs: collate)
+    trainer = four_steps(tiny(BertForSequenceClassification), "fp32", default_collate, model_kwargs={"unpadded": True})
+    recorder = record_device_work_of_steps(monkeypatch)
+    trainer.fit()
+    assert recorder.seen == ["aten.nonzero.default"] * 6  # once per micro-batch: 3 steps of 2
+
+
+def test_training_unpadded_follows_the_padded_run():
+    """Eight updates without dropout: the same losses, step by step, as the padded run."""
+    def losses(**model_kwargs):
+        torch.manual_seed(0)
+        model = tiny(BertForPreTraining, dropout=0.0)
+        cfg = TrainConfig(max_steps=8, batch_size=8, lr=1e-3, warmup_steps=0, device="cpu", log_every=1,
+                          progress=False, seed=0)
+        trainer = Trainer(model, cfg, pairs(64), collate_fn=mlm_collate, model_kwargs=model_kwargs)
+        trainer.fit()
+        return trainer.history.series("loss")[1]
+
+    padded, packed = losses(masked_only=True), losses(masked_only=True, unpadded=True)
+    assert len(padded) == 8
+    torch.testing.assert_close(torch.tensor(packed), torch.tensor(padded), atol=1e-5, rtol=1e-5)
+    assert padded[-1] < padded[0]  # it learned something, so the comparison covers updates, not one forward
