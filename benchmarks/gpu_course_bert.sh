@@ -18,7 +18,8 @@
 #   bash benchmarks/gpu_course_bert.sh --bundle FILE          beforehand, where the data mirror
 #                                     (MINIBERT_DATA_MIRROR) or the internet is: the data it reads as
 #                                     one xz archive (about 30 MB: wikipedia_2015, WikiText-2 raw,
-#                                     SQuAD v1.1 dev for the held-out titles, bert-base-uncased's vocab)
+#                                     SQuAD v1.1 dev for the held-out titles, bert-base-uncased's vocab,
+#                                     UD English EWT, SST-2), which the other gpu_*.sh scripts read too
 #   bash benchmarks/gpu_course_bert.sh --archive FILE [--out DIR] [--minutes M | --steps N] [--init-from M]
 #                                     on the GPU machine (OUT default: gpu-course-bert/, git-ignored)
 #   bash benchmarks/gpu_course_bert.sh --archive FILE --cpu-dry-run --out DIR     tiny sizes on the CPU
@@ -46,7 +47,7 @@ source benchmarks/gpu_common.sh  # $PYTHON, unpack_data
 unset TOKENIZERS_PARALLELISM
 work=$(mktemp -d)  # unpacked data, token cache, checkpoints: none of it comes back
 trap 'rm -rf "$work"' EXIT
-datasets=(wikipedia_2015 wikitext2_raw squad_v1.1 bert_vocab)
+datasets=(wikipedia_2015 wikitext2_raw squad_v1.1 bert_vocab ud_english_ewt sst2)
 
 if [ $mode = bundle ]; then  # the project's own data layer: verified copies from the mirror, or downloads
     [ -e "$archive" ] && { echo "gpu_course_bert.sh: $archive exists; give a new file name" >&2; exit 2; }

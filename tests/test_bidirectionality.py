@@ -104,6 +104,38 @@ def test_a_small_grid_runs_and_measures_every_objective(tmp_path):
 
 @pytest.mark.skipif(not os.environ.get("MINIBERT_DATA_MIRROR") and not os.environ.get("CI"),
                     reason="needs the data mirror (MINIBERT_DATA_MIRROR)")
+def test_curve_points_land_in_the_results_file_as_measured_and_change_nothing_in_training(tmp_path, monkeypatch):
+    """A run measured along the way ends where the same run unmeasured ends, and each point is in the results
+    file (``in_progress``) before the run finishes: what a run stopped by a time limit still shows."""
+    torch.set_num_threads(1)
+    kwargs = dict(vocab_size=800, steps=6, eval_examples=16, max_seq_len=32, batch_size=8, probe_sentences=20,
+                  sst2_train_sentences=0)
+    plain = Bidirectionality(BidirectionalitySetup(**kwargs), tmp_path / "plain.json").run(
+        bidirectionality_grid(objectives=("mlm",), seeds=(1,)), progress=False)[0]
+
+    path = tmp_path / "curve.json"
+    grid = Bidirectionality(BidirectionalitySetup(**kwargs, curve_points=3), path)
+    stored_along = []
+    measure = grid.measure
+
+    def measure_and_read_the_file(model):
+        stored_along.append(json.loads(path.read_text()).get("in_progress"))
+        return measure(model)
+
+    monkeypatch.setattr(grid, "measure", measure_and_read_the_file)
+    curved = grid.run(bidirectionality_grid(objectives=("mlm",), seeds=(1,)), progress=False)[0]
+    assert [point["step"] for point in curved["curve"]] == [2, 4, 6]
+    assert stored_along[0] is None  # before the first point
+    assert stored_along[1] == {"key": "mlm#1", "curve": curved["curve"][:1]}
+    assert stored_along[2] == {"key": "mlm#1", "curve": curved["curve"][:2]}
+    assert "in_progress" not in json.loads(path.read_text())  # the run finished: it is in "runs" now
+    for measure_name in ("train_loss", "fill_in_the_blank_loss", "next_token_loss", "pos_accuracy",
+                         "hidden_pos_accuracy"):
+        assert curved[measure_name] == plain[measure_name], measure_name
+
+
+@pytest.mark.skipif(not os.environ.get("MINIBERT_DATA_MIRROR") and not os.environ.get("CI"),
+                    reason="needs the data mirror (MINIBERT_DATA_MIRROR)")
 def test_no_sentiment_probe_needs_no_sst2_and_no_datasets(tmp_path, monkeypatch):
     """--sst2-train-sentences 0: a machine without the `datasets` package (a bare GPU box) still runs the grid."""
     monkeypatch.setitem(sys.modules, "datasets", None)  # importing it now fails

@@ -1,5 +1,6 @@
-"""The GPU runs of issue [4/4] rehearsed on the CPU (`--cpu-dry-run`): `benchmarks/gpu_throughput.sh` (§1)
-and `benchmarks/gpu_course_bert.sh` (§2), each one command for a loan of a GPU machine. GPU time is scarce
+"""The GPU runs of issue [4/4] rehearsed on the CPU (`--cpu-dry-run`): `benchmarks/gpu_throughput.sh` (§1),
+`benchmarks/gpu_course_bert.sh` (§2), `benchmarks/gpu_both_sides.sh` (§3) and `benchmarks/gpu_lectures.sh` (§4),
+each one command for a loan of a GPU machine. GPU time is scarce
 and a mistake found there costs a loan, so each goes through every stage here at tiny sizes, from a data
 archive made the way its --bundle makes one, and leaves the figures the loan is for."""
 import json
@@ -24,11 +25,13 @@ def script(name, *args, timeout=900):
 
 @pytest.fixture(scope="module")
 def archive(tmp_path_factory):
-    """What a dry run reads, packed as --bundle packs (data/ in an xz tar): WikiText-2 raw and the vocabulary."""
+    """What a dry run reads, packed as --bundle packs (data/ in an xz tar): WikiText-2 raw, the vocabulary,
+    UD English EWT (the part-of-speech probe's sentences), SST-2 and SQuAD v1.1 dev."""
     mirror_with("wikitext2_raw/wiki.valid.raw")
     folder = tmp_path_factory.mktemp("bundle")
-    fetch = subprocess.run([sys.executable, "-m", "minibert.data", "fetch", "wikitext2_raw", "bert_vocab",
-                            "--dest", str(folder / "data")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    names = ["wikitext2_raw", "bert_vocab", "ud_english_ewt", "sst2", "squad_v1.1"]
+    fetch = subprocess.run([sys.executable, "-m", "minibert.data", "fetch", *names, "--dest", str(folder / "data")],
+                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert fetch.returncode == 0, fetch.stderr
     path = folder / "data.tar.xz"
     with tarfile.open(path, "w:xz") as tar:
@@ -37,13 +40,15 @@ def archive(tmp_path_factory):
 
 
 def test_the_scripts_say_how_to_run_them_and_refuse_what_they_do_not_know():
-    for name in ("gpu_throughput.sh", "gpu_course_bert.sh"):
+    for name in ("gpu_throughput.sh", "gpu_course_bert.sh", "gpu_both_sides.sh", "gpu_lectures.sh"):
         usage = script(name, "--help", timeout=30)
         assert usage.returncode == 0 and "--cpu-dry-run" in usage.stdout and "--archive" in usage.stdout
         wrong = script(name, "--gpus", "8", timeout=30)
         assert wrong.returncode == 2 and "unknown option --gpus" in wrong.stderr
     missing = script("gpu_throughput.sh", "--archive", "/nonexistent.tar.xz", "--cpu-dry-run", timeout=30)
     assert missing.returncode == 2 and "no data archive" in missing.stderr
+    both = script("gpu_both_sides.sh", "--archive", "/nonexistent.tar.xz", "--objective", "no-mask", timeout=30)
+    assert both.returncode == 2 and "--objective must be mlm or ltr" in both.stderr
 
 
 def test_the_throughput_grid_records_every_cell_of_every_stage(archive, tmp_path):
@@ -84,3 +89,34 @@ def test_the_course_bert_trains_exports_and_goes_on_from_its_export(archive, tmp
     assert "timing:" not in second.stdout
     recipe = json.loads((tmp_path / "two" / "recipe.json").read_text())
     assert recipe["step"] == 4 and recipe["args"]["lr"] == 0.0005 and recipe["args"]["init_from"]
+
+
+def test_the_bidirectionality_curve_of_one_objective_lands_and_goes_on_from_an_earlier_call(archive, tmp_path):
+    run = script("gpu_both_sides.sh", "--archive", str(archive), "--objective", "mlm", "--cpu-dry-run",
+                 "--out", str(tmp_path / "one"))
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    stored = json.loads((tmp_path / "one" / "bidirectionality_mlm.json").read_text())
+    assert [(r["objective"], r["seed"]) for r in stored["runs"]] == [("mlm", 0), ("mlm", 1)]
+    assert all([p["step"] for p in r["curve"]] == [3, 6] for r in stored["runs"])
+    assert stored["references"]["word_identity_pos_accuracy"] > 0 and "in_progress" not in stored
+    assert "mlm#1: hidden-word POS / fill-in-the-blank loss at step 3:" in run.stdout
+
+    again = script("gpu_both_sides.sh", "--archive", str(archive), "--objective", "mlm", "--cpu-dry-run",
+                   "--results", str(tmp_path / "one" / "bidirectionality_mlm.json"), "--out", str(tmp_path / "two"))
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert json.loads((tmp_path / "two" / "bidirectionality_mlm.json").read_text())["runs"] == stored["runs"]
+    assert "2 finished runs" in again.stdout and "pre-training runs" not in again.stdout  # kept, not run again
+
+
+def test_the_lectures_notebooks_settings_run_through_their_recipes_and_give_minutes(archive, tmp_path):
+    run = script("gpu_lectures.sh", "--archive", str(archive), "--cpu-dry-run", "--out", str(tmp_path))
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    figures = json.loads((tmp_path / "lectures.json").read_text())
+    assert figures["mode"] == "cpu dry run" and list(figures["stages"]) == ["04", "05", "07", "10"]
+    assert all(stage["passed"] for stage in figures["stages"].values())
+    notebooks = figures["notebooks"]
+    assert list(notebooks) == ["04", "05", "07", "10"] and all(n["updates_per_s"] > 0 for n in notebooks.values())
+    assert notebooks["04"]["steps"] > 0 and "eval_mlm_loss" in notebooks["04"]["held_out"]
+    assert notebooks["05"]["grid_minutes"] > 0
+    assert notebooks["07"]["paper_steps"] == 6_315 and notebooks["10"]["paper_minutes"] > 0
+    assert "notebook 10: bert-base fine-tuning" in run.stdout

@@ -29,6 +29,7 @@ from minibert.training import (
     find_checkpoints,
     flops_per_token,
     group_by_length,
+    isolated_rng,
     peak_flops,
     warmup_linear_decay,
 )
@@ -221,6 +222,36 @@ def test_resumed_run_ends_with_the_same_weights(tmp_path, monkeypatch, interrupt
         assert torch.equal(tensor, resumed.state_dict()[name]), name
     assert history.series("loss") == straight_history.series("loss")
     assert history.series("eval_loss")[1][-1] == straight_history.last("eval_loss")
+
+
+def test_a_run_paused_and_measured_along_the_way_trains_as_one_uninterrupted_run(tmp_path):
+    """fit(until=...) pauses; measuring the model then (under isolated_rng) and fit() again changes nothing:
+    the same weights, losses and evaluations as one fit(), with dropout, accumulation, random masking in
+    collate_fn and epochs crossed mid-run."""
+    straight, straight_history = run(resume_config(tmp_path / "straight"))
+
+    torch.manual_seed(0)
+    model = tiny_model(dropout=0.1)
+    trainer = Trainer(model, resume_config(tmp_path / "paused"), classification_data(20), classification_data(6, seed=1),
+                      collate_fn=noisy_collate, metrics_fn=accuracy)
+    seen = []
+    for step in (1, 4):
+        trainer.fit(until=step)
+        assert trainer.step == step and model.training
+        with isolated_rng(0, trainer.device):  # a measurement that draws from every generator and trains nothing
+            seen.append(evaluate(model, classification_data(6, seed=1), batch_size=3, collate_fn=noisy_collate)["loss"])
+            torch.rand(3), random.random(), np.random.rand()
+    history = trainer.fit()
+    assert trainer.step == 6 and [p.name for p in find_checkpoints(tmp_path / "paused")][-2:] == [
+        "step-000004", "step-000006"]  # a checkpoint at each pause, as at the end
+    for name, tensor in straight.state_dict().items():
+        assert torch.equal(tensor, model.state_dict()[name]), name
+    assert history.series("loss") == straight_history.series("loss")
+    assert history.series("eval_loss") == straight_history.series("eval_loss")  # evaluated where one run evaluates
+    assert len(seen) == 2 and seen[0] != seen[1]
+    assert trainer.fit(until=2).series("loss") == straight_history.series("loss")  # behind it: nothing to do
+    with pytest.raises(ValueError, match="until must be a step number"):
+        trainer.fit(until=-1)
 
 
 def test_resume_skips_used_examples_without_loading_them(tmp_path):

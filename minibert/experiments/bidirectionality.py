@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import os
 import random
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +42,7 @@ from ..padding import pad
 from ..pretraining import MLMMasking, PretrainingDataset
 from ..recipes.pretrain import make_model, make_trainer
 from ..training import evaluate as evaluate_model
-from ..training import find_checkpoints
+from ..training import isolated_rng
 from .grid import PretrainingGrid, mean_sd_n
 from .masking import AblationSetup
 
@@ -185,20 +184,26 @@ class Bidirectionality(PretrainingGrid):
 
     def run_one(self, run: Run) -> dict:
         """Pre-train one encoder with this objective from this seed, then measure it (with ``curve_points``,
-        also at checkpoints along the way: the paper's Figure 5 asks how the objectives compare over training)."""
+        also along the way: the paper's Figure 5 asks how the objectives compare over training). The training
+        pauses at each curve point (`Trainer.fit` ``until``) and the point goes into the results file at once
+        (``in_progress``), so a run cut short by a time limit still shows its curve so far; the measuring
+        leaves the random generators as it found them, so the run trains exactly as it would unmeasured."""
         s = self.setup
         model = self.model(run.objective, run.seed)
-        train_data = self.training_data(run.objective)
-        with tempfile.TemporaryDirectory() as folder:
-            along = dict(out_dir=folder, save_every=max(1, s.steps // s.curve_points),
-                         keep_last=s.curve_points + 1) if s.curve_points else {}
-            trainer = make_trainer(s.run_settings(run.seed), model, train_data, progress=False, **along)
+        trainer = make_trainer(s.run_settings(run.seed), model, self.training_data(run.objective), progress=False)
+        every = max(1, s.steps // s.curve_points) if s.curve_points else s.steps
+        curve, seconds = [], 0.0
+        for step in range(every, s.steps, every):
             started = time.perf_counter()
-            history = trainer.fit()
-            seconds = time.perf_counter() - started
-            load = lambda checkpoint: BertForMaskedLM.from_pretrained(checkpoint).to(trainer.device)  # measured where trained
-            curve = [{"step": int(checkpoint.name[5:]), **self.measure(load(checkpoint))}
-                     for checkpoint in find_checkpoints(folder)[:-1]] if s.curve_points else []
+            trainer.fit(until=step)
+            seconds += time.perf_counter() - started
+            with isolated_rng(run.seed, trainer.device):
+                curve.append({"step": step, **self.measure(model)})
+            self.in_progress = {"key": run.key, "curve": curve}
+            self._save()
+        started = time.perf_counter()
+        history = trainer.fit()
+        seconds += time.perf_counter() - started
         sentiment = self.sentiment(model)
         final = {"step": s.steps, **self.measure(model)}
         return {"key": run.key, "objective": run.objective, "seed": run.seed, "train_loss": history.last("loss"),

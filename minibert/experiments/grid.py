@@ -101,6 +101,7 @@ class PretrainingGrid:
 
     def __post_init__(self):
         self._task_examples: dict[str, list] = {}  # sentence task -> its examples, built once
+        self.in_progress: dict | None = None  # what the run under way has measured so far, saved with the results
         shared = self.setup.run_settings()
         self.tokenizer = make_tokenizer(shared)
         self.examples, self.eval_data = training_data(shared, self.tokenizer).examples, held_out_data(shared, self.tokenizer)
@@ -149,7 +150,7 @@ class PretrainingGrid:
         if self.results_path is None:
             return
         payload = {"setup": asdict(self.setup), "command": self.command, "references": self.references,
-                   "runs": self.results,
+                   "runs": self.results, **({"in_progress": self.in_progress} if self.in_progress else {}),
                    "versions": {"torch": torch.__version__, "python": sys.version.split()[0]}}
         Path(self.results_path).parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(self.results_path) as tmp:
@@ -163,6 +164,7 @@ class PretrainingGrid:
             result = self.run_one(run)
             self.results.append(result)
             done[run.key] = result
+            self.in_progress = None
             self._save()
         return [done[run.key] for run in runs]
 

@@ -119,6 +119,7 @@ class Trainer:
                 self.forward_model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
         self.step = self.epoch = self.batch_in_epoch = 0  # updates made; where the data stands
         self.history = History()
+        self._paused_window: tuple | None = None  # the log window a fit(until=...) left open
 
     def lr_at(self, step: int) -> float:
         return warmup_linear_decay(step, self.config.lr, self.config.num_warmup_steps, self.config.max_steps)
@@ -148,12 +149,19 @@ class Trainer:
             self.epoch, self.batch_in_epoch = self.epoch + 1, 0
 
     # --- training ---------------------------------------------------------------------------------------
-    def fit(self, resume: bool | str | os.PathLike = False) -> History:
+    def fit(self, resume: bool | str | os.PathLike = False, until: int | None = None) -> History:
         """Train up to max_steps (or the time budget); ``resume=True`` goes on from the latest checkpoint in
-        out_dir if there is one, ``resume=path`` from that checkpoint."""
+        out_dir if there is one, ``resume=path`` from that checkpoint. ``until``: pause after that step and
+        return (saving a checkpoint if out_dir); the schedule still runs to max_steps, and the next fit()
+        goes on with the same batches and draws as one uninterrupted run, so a caller can measure the model
+        along the way (leaving the random generators as it found them). The time budget counts per call."""
         cfg = self.config
+        if until is not None and (not isinstance(until, int) or until < 0):
+            raise ValueError(f"until must be a step number >= 0, got {until!r}")
+        target = cfg.max_steps if until is None else min(until, cfg.max_steps)
         checkpoint = checkpoint_to_resume(resume, cfg.out_dir, fresh=self.step == 0, is_main=self.is_main)
         if checkpoint is not None:
+            self._paused_window = None
             self._load_latest_readable(checkpoint, find_checkpoints(cfg.out_dir) if resume is True else [checkpoint])
         elif self.step == 0:
             seed_everything(cfg.seed + self.rank)  # processes drop out different units
@@ -161,11 +169,15 @@ class Trainer:
                    disable=not (self.is_main and cfg.progress))
         start = time.perf_counter()
         window_start, window_cpu, window_tokens, window_loss, window_steps = start, time.process_time(), 0, 0.0, 0
+        if self._paused_window is not None:  # the log window a pause cut goes on, its time without the pause's
+            wall, cpu, window_tokens, window_loss, window_steps = self._paused_window
+            window_start, window_cpu, self._paused_window = start - wall, window_cpu - cpu, None
         batches = self._micro_batches()
         self.model.train()
+        paused = False  # by ``until``: the process group stays for the next fit()
         with self._deferred_interrupt() as interrupted:
             try:
-                while self.step < cfg.max_steps:
+                while self.step < target:
                     lr = self.lr_at(self.step)
                     for group in self.optimizer.param_groups:
                         group["lr"] = lr
@@ -176,8 +188,9 @@ class Trainer:
                     window_tokens, window_loss = window_tokens + tokens, window_loss + loss
                     window_steps += 1
                     stopping = interrupted()  # Ctrl-C: end with this update, save, then stop
-                    done = self.step == cfg.max_steps or self._out_of_time(start) or stopping
-                    if self.step % cfg.log_every == 0 or done:
+                    finished = self.step == cfg.max_steps or self._out_of_time(start) or stopping
+                    done = finished or self.step == target  # finished, or paused where the caller asked
+                    if self.step % cfg.log_every == 0 or finished:
                         seconds = time.perf_counter() - window_start
                         record = {"loss": (window_loss / window_steps).item(), "lr": lr,  # .item() waits for the GPU
                                   "tokens_per_s": window_tokens * self.world_size / seconds,
@@ -195,14 +208,18 @@ class Trainer:
                         self.history.append(self.step, **record)
                         bar.set_postfix({k: f"{v:.3g}" for k, v in record.items()})
                     if self.eval_data is not None and not stopping and (
-                            done or cfg.eval_every and self.step % cfg.eval_every == 0):
+                            finished or cfg.eval_every and self.step % cfg.eval_every == 0):
                         metrics = self.evaluate()
                         self.history.append(self.step, **metrics)
                         self._say(bar, f"step {self.step}: " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
                     if cfg.out_dir and (done or cfg.save_every and self.step % cfg.save_every == 0):
                         self.save_checkpoint()
                     if done:
-                        if self.step < cfg.max_steps:
+                        paused = not finished
+                        if paused and self.step % cfg.log_every:  # a window not logged yet: the next fit() goes on with it
+                            self._paused_window = (time.perf_counter() - window_start, time.process_time() - window_cpu,
+                                                   window_tokens, window_loss, window_steps)
+                        if finished and self.step < cfg.max_steps:
                             then = "fit(resume=True) goes on from here" if cfg.out_dir else "no out_dir: nothing saved"
                             why = "interrupted" if stopping else f"time budget of {cfg.time_budget_s}s used up"
                             self._say(bar, f"{why} at step {self.step}; {then}")
@@ -215,7 +232,7 @@ class Trainer:
                             time.perf_counter(), time.process_time(), 0, 0.0, 0)
             finally:
                 bar.close()
-                if self.owns_process_group:
+                if self.owns_process_group and not paused:
                     dist.destroy_process_group()
         return self.history
 
