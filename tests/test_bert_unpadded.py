@@ -150,3 +150,30 @@ def test_training_unpadded_follows_the_padded_run():
     assert len(padded) == 8
     torch.testing.assert_close(torch.tensor(packed), torch.tensor(padded), atol=1e-5, rtol=1e-5)
     assert padded[-1] < padded[0]  # it learned something, so the comparison covers updates, not one forward
+
+
+def test_compiled_training_compiles_once_for_every_batch_length_and_token_count(monkeypatch):
+    """Batches of other lengths (T), real tokens (N) and masked tokens: torch.compile's graphs take them all
+    after one recompile with dynamic sizes, not one recompile per batch shape (each costs seconds on a GPU).
+    The backend here is "eager": what recompiles is decided before any backend runs."""
+    compile_ = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda model, **kwargs: compile_(model, backend="eager", **kwargs))
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    examples = [{k: v[:length] for k, v in example.items() if k != "labels"} | {"labels": example["labels"]}
+                for length, example in zip([12, 10, 7, 11, 8, 9] * 4, pairs(24))]
+
+    def collate(batch):  # padded to the batch's longest pair: T changes from batch to batch
+        longest = max(len(e["input_ids"]) for e in batch)
+        padded = [{k: torch.nn.functional.pad(v, (0, longest - len(v))) if k != "labels" else v
+                   for k, v in e.items()} for e in batch]
+        return mlm_collate(padded)
+
+    model = tiny(BertForPreTraining, dropout=0.0)
+    config = TrainConfig(max_steps=6, batch_size=4, lr=1e-3, device="cpu", compile=True, progress=False, log_every=100)
+    Trainer(model, config, examples, collate_fn=collate, model_kwargs={"masked_only": True, "unpadded": True}).fit()
+    lengths = {len(e["input_ids"]) for e in examples}
+    assert len(lengths) == 6
+    frames = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    assert 1 <= frames <= 4, f"{frames} graphs for 6 batches"  # forward graphs, before and after dynamic sizes
+    torch._dynamo.reset()

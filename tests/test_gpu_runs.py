@@ -5,13 +5,16 @@ and a mistake found there costs a loan, so each goes through every stage here at
 archive made the way its --bundle makes one, and leaves the figures the loan is for."""
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
 from pathlib import Path
 
 import pytest
-from offline import mirror_with
+from offline import fresh_data_dir, mirror_with
+
+from minibert.pretraining.corpus import source_files
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -49,6 +52,18 @@ def test_the_scripts_say_how_to_run_them_and_refuse_what_they_do_not_know():
     assert missing.returncode == 2 and "no data archive" in missing.stderr
     both = script("gpu_both_sides.sh", "--archive", "/nonexistent.tar.xz", "--objective", "no-mask", timeout=30)
     assert both.returncode == 2 and "--objective must be mlm or ltr" in both.stderr
+
+
+def test_the_text_every_gpu_setting_names_exists(tmp_path):
+    """The dry runs read WikiText-2; on the GPU the scripts name other text (Wikipedia, a folder of its
+    shards). Each --corpus / --eval-corpus a script names must be text the data layer finds."""
+    mirror_with("wikipedia_2015/AA/wiki_02")
+    named = {value for path in (ROOT / "benchmarks").glob("gpu_*.sh")
+             for value in re.findall(r"--(?:eval-)?corpus ([^\s)]+)", path.read_text()) if "$" not in value and value != "none"}
+    assert {"wikipedia_2015", "wikipedia_2015/AA", "wikitext2_raw/wiki.valid.raw"} <= named
+    with fresh_data_dir(tmp_path):
+        for value in sorted(named):
+            assert source_files(value), value
 
 
 def test_the_throughput_grid_records_every_cell_of_every_stage(archive, tmp_path):

@@ -170,7 +170,7 @@ def test_source_errors_say_what_is_wrong(tmp_path):
         load_documents("wikitext3")
     with pytest.raises(ValueError, match="'sst2' is neither a text corpus"):  # in the registry, but not a corpus
         load_documents("sst2")
-    with pytest.raises(ValueError, match="wikitext2_raw has no file 'wiki.dev.raw'; its files are wiki.valid.raw"):
+    with pytest.raises(ValueError, match="wikitext2_raw has no file or folder 'wiki.dev.raw'; its files are wiki.valid.raw"):
         load_documents("wikitext2_raw/wiki.dev.raw")
     with pytest.raises(ValueError, match=f"the folder {tmp_path} holds no .txt files"):
         load_documents(tmp_path)

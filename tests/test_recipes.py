@@ -227,6 +227,27 @@ def test_the_same_pretrain_command_twice_gives_the_same_weights(tmp_path):
     assert not all(torch.equal(a[k], c[k]) for k in a), "another seed, other weights"
 
 
+def test_unpadded_and_batches_made_by_workers_train_the_same_model(tmp_path):
+    """--unpadded: BERT's layers on the real tokens, the same run to rounding (dropout 0, the same masks);
+    --num-workers: the batches made in other processes, a run that trains and ends as the plain one does."""
+    torch.set_num_threads(1)
+    flags = ("--steps", "4", "--eval-corpus", "--preset", "bert-tiny", "--dropout", "0")
+    assert run(tmp_path / "padded", *flags) == 0
+    assert run(tmp_path / "unpadded", *flags, "--unpadded") == 0
+    assert run(tmp_path / "workers", *flags, "--num-workers", "2") == 0
+    history = lambda name: json.loads((tmp_path / name / "history.json").read_text())
+    losses = {name: [r["loss"] for r in history(name) if "loss" in r] for name in ("padded", "unpadded", "workers")}
+    assert len(losses["padded"]) >= 1 and all(math.isfinite(x) for x in losses["workers"])
+    torch.testing.assert_close(losses["unpadded"], losses["padded"], atol=1e-5, rtol=1e-5)
+    recipe = json.loads((tmp_path / "unpadded" / "recipe.json").read_text())
+    assert recipe["args"]["unpadded"] is True and recipe["step"] == 4
+    assert json.loads((tmp_path / "workers" / "recipe.json").read_text())["step"] == 4
+    for bad, message in [(dict(num_workers=-1), "num_workers must be an integer >= 0"),
+                         (dict(unpadded=True, architecture="modernbert"), "unpadded is BERT's option")]:
+        with pytest.raises(ValueError, match=message):
+            PretrainSettings(out="runs/x", **bad)
+
+
 def test_finetune_seed_seeds_the_new_head(tmp_path, tokenizer):
     from minibert.recipes.finetune import finetune
     torch.set_num_threads(1)

@@ -20,6 +20,7 @@ from minibert.pretraining import (
     unigram_loss,
 )
 from minibert.pretraining import tokenized as tokenized_module
+from minibert.pretraining.corpus import source_files
 from minibert.pretraining.tokenized import TokenizedCorpus, tokenize_corpus
 from minibert.pretraining.wikipedia import held_out_titles, normalise_title, read_wikipedia, wikiextractor_to_documents
 from minibert.training import example_lengths
@@ -94,6 +95,17 @@ def test_a_shard_that_is_not_wikiextractor_output_is_refused(tmp_path):
     bad.write_text("just some text\nwithout doc tags\n")
     with pytest.raises(ValueError, match="wiki_00 holds no <doc"):
         read_wikipedia([bad])
+
+
+def test_a_folder_of_a_corpus_is_its_files_in_that_folder():
+    """``wikipedia_2015/AA``: a quarter of the shards, for a run that needs less than the whole corpus."""
+    files = source_files("wikipedia_2015/AA")
+    assert len(files) == 25 and all(f.parent.name == "AA" and f.is_file() for f in files)
+    assert source_files("wikipedia_2015/AA/") == files and source_files(f"wikipedia_2015/{PLAIN_SHARD}") == [
+        files[0]]
+    for wrong in ("ZZ", "A"):  # no such folder; a name's beginning is not a folder
+        with pytest.raises(ValueError, match=f"wikipedia_2015 has no file or folder '{wrong}'; its files are AA/wiki_02"):
+            source_files(f"wikipedia_2015/{wrong}")
 
 
 def test_the_tokenized_corpus_is_the_teaching_path_as_arrays(tokenizer):

@@ -58,6 +58,10 @@ def pretrain_parser() -> argparse.ArgumentParser:
     add("--eval-every", type=int, help="evaluate every N steps (default: at the end)")
     add("--save-every", type=int, help="write a checkpoint every N steps (default: at the end; the last 2 are kept)")
     add("--compile", action="store_true", help="torch.compile the model (GPU)")
+    add("--unpadded", action="store_true",
+        help="bert: run the layers on the real tokens only, skipping the padding (the same model and losses)")
+    add("--num-workers", type=int, metavar="N",
+        help="processes that make the batches beside the training, for a GPU the host cannot feed (default 0)")
     add("--seed", type=int, help="seed of the data, the masks and the initial weights (default 0)")
     add("--resume", action="store_true", help="go on from the latest checkpoint in --out")
     _add_training_flags(p, PretrainSettings)
@@ -77,7 +81,7 @@ def _add_training_flags(parser: argparse.ArgumentParser, settings_class, held_ou
     add = parser.add_argument
     add("--corpus", nargs="+",
         help="training text: dataset names of minibert.data (wikipedia_2015, wikitext2_raw, gutenberg, state_union, "
-             f"...), DATASET/FILE, or paths to .txt files / folders (default: {' '.join(d['corpus'])})")
+             f"...), DATASET/FILE or DATASET/FOLDER (wikipedia_2015/AA), or paths to .txt files / folders (default: {' '.join(d['corpus'])})")
     skip = ("; none, or the flag alone, to skip held-out evaluation" if held_out_optional
             else "; every run is scored on it, so it cannot be skipped")
     add("--eval-corpus", nargs="*",

@@ -41,7 +41,8 @@ def load_documents(sources) -> list[list[str]]:
     """Documents, each a list of sentences, from one source or a list of them.
 
     A source is a corpus of the data registry (``"wikipedia_2015"``, ``"wikitext2_raw"``, ``"gutenberg"``,
-    ``"state_union"``, ...) or one of its files (``"gutenberg/carroll-alice.txt"``), fetched if missing
+    ``"state_union"``, ...) or one of its files (``"gutenberg/carroll-alice.txt"``) or folders
+    (``"wikipedia_2015/AA"``: 25 of its 100 shards), fetched if missing
     (Wikipedia without the articles the course evaluates on: `wikipedia.held_out_titles`); a
     `WikiTextAsStored` WikiText file, its tokenisation marks kept; a `Path` (or a str that is not a
     corpus name) to a ``.txt`` file or a folder of them, one file = one document; or a `HubDataset`,
@@ -70,13 +71,14 @@ def source_files(source) -> list[Path] | None:
     if isinstance(source, str) and name in TEXT_CORPORA:
         spec = data.DATASETS[name]
         known = [*spec["files"], *spec.get("online_extras", ())]
-        if filename and filename not in known:
+        inside = [f for f in known if f.startswith(filename.rstrip("/") + "/")] if filename else []  # a folder of it
+        if filename and filename not in known and not inside:
             shown = ", ".join(known[:8]) + (f" ... ({len(known)} files)" if len(known) > 8 else "")
-            raise ValueError(f"{name} has no file {filename!r}; its files are {shown}")
+            raise ValueError(f"{name} has no file or folder {filename!r}; its files are {shown}")
         folder = data.ensure(name)  # a file cut off or edited is refused there, not trained on
-        if filename:
+        if filename in known:
             return [data.path(name, filename)]
-        return [folder / f for f in known if (folder / f).is_file()]
+        return [folder / f for f in (inside or known) if (folder / f).is_file()]
     path = Path(source)
     if not path.exists():
         raise ValueError(f"{source!r} is neither a text corpus ({', '.join(TEXT_CORPORA)}) nor an existing "

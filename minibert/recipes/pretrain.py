@@ -147,6 +147,10 @@ class PretrainSettings(TrainingSettings):
     eval_every: int | None = None               # None: evaluate at the end
     save_every: int | None = None               # None: a checkpoint at the end
     compile: bool = False                       # torch.compile the model (GPU)
+    unpadded: bool = False                      # bert: the layers on the real tokens only (`minibert.unpadding`;
+                                                # ModernBERT always is)
+    num_workers: int = 0                        # processes that make the batches (pairs, masks) beside the training,
+                                                # for a GPU the host cannot feed (a resumed run then draws other masks)
     seed: int = 0                               # of the data, the masks and the initial weights
     resume: bool = False                        # go on from the latest checkpoint in out
 
@@ -169,6 +173,11 @@ class PretrainSettings(TrainingSettings):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if not isinstance(self.num_workers, int) or self.num_workers < 0:
+            raise ValueError(f"num_workers must be an integer >= 0 (0: batches made in the training process), "
+                             f"got {self.num_workers!r}")
+        if self.unpadded and self.architecture != "bert":
+            raise ValueError(f"unpadded is BERT's option; {self.architecture} runs on the real tokens only anyway")
         # The masking's own checks (MLMMasking), made now: a bad value fails before the text is read.
         MLMMasking.check(self.mlm_probability, self.mask_same_rnd, self.whole_word, self.span_masking)
         if self.time_budget is not None and self.time_budget <= 0:
@@ -263,13 +272,14 @@ def extend_trained_length(model, trained: int) -> None:
 
 def make_trainer(s: PretrainSettings, model, train_data, eval_data=None, **train_config) -> Trainer:
     """Step 4: the `Trainer` for this run (``train_config``: more `TrainConfig` fields, e.g. ``progress``).
-    Masked-only decoding: the V-wide MLM decoder runs at the ~15% masked positions only."""
+    Masked-only decoding: the V-wide MLM decoder runs at the ~15% masked positions only; with ``unpadded``,
+    BERT's layers skip the padding too."""
     config = s.train_config(s.seed, **{**dict(grad_accum_steps=s.grad_accum, eval_every=s.eval_every,
                                               save_every=s.save_every, compile=s.compile, out_dir=s.out,
-                                              time_budget_s=s.time_budget), **train_config})
+                                              time_budget_s=s.time_budget, num_workers=s.num_workers), **train_config})
+    model_kwargs = {"masked_only": True, **({"unpadded": True} if s.unpadded else {})}
     return Trainer(model, config, train_data, eval_data, collate_fn=train_data.collate,
-                   metrics_fn=pretraining_metrics, model_kwargs={"masked_only": True},
-                   eval_model_kwargs={"masked_only": True})
+                   metrics_fn=pretraining_metrics, model_kwargs=model_kwargs, eval_model_kwargs=model_kwargs)
 
 
 def score(s: TrainingSettings, model, eval_data: PretrainingDataset, batch_size: int | None = None,
