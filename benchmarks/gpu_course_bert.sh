@@ -23,6 +23,7 @@
 #   bash benchmarks/gpu_course_bert.sh --archive FILE [--out DIR] [--minutes M | --steps N] [--init-from M]
 #                                     on the GPU machine (OUT default: gpu-course-bert/, git-ignored)
 #   bash benchmarks/gpu_course_bert.sh --archive FILE --cpu-dry-run --out DIR     tiny sizes on the CPU
+#                                     (tests/test_gpu_runs.py)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 

@@ -11,9 +11,10 @@
 #   07  `minibert finetune sst2 --preset paper`: bert-base (3 epochs of 32 = 6,315 updates)
 #   10  `minibert finetune squad --preset paper`: bert-base, windows of 384 (the paper's 3 epochs of
 #       SQuAD train, about 88,500 windows: about 8,300 updates of 32)
-# 07 and 10 fine-tune a bert-base of random weights: its speed is bert-uncased's, and the weights stay
+# 07 and 10 fine-tune a bert-base of random weights: its speed is bert-base-uncased's, and the weights stay
 # behind. They need the `datasets` package (a stage without it fails at once and says so). Every stage
-# runs under its own limit; OUT/lectures.json holds the figures, OUT/lectures.log all output.
+# runs under its own limit; OUT/lectures.json holds the figures, OUT/lectures.log all output (a new run
+# replaces an earlier one's files in OUT).
 #
 #   bash benchmarks/gpu_lectures.sh --archive FILE [--out DIR]     on the GPU machine; FILE: the data archive
 #                          of `benchmarks/gpu_course_bert.sh --bundle` (OUT default: gpu-lectures/, git-ignored)

@@ -11,12 +11,12 @@
 #   eager-512     pairs of up to 512 tokens, batch 64 / 256
 # Each (sequence, batch) cell goes to OUT/throughput.jsonl as it is measured, so a stage cut off by its
 # limit keeps the cells it finished; profiles to OUT/profile.txt, all output to OUT/throughput.log, and
-# a table of every cell at the end.
+# a table of every cell at the end. A new run replaces these files of an earlier one in OUT.
 #
 #   bash benchmarks/gpu_throughput.sh --archive FILE [--out DIR]   on the GPU machine; FILE: the data
 #                          archive of `benchmarks/gpu_course_bert.sh --bundle` (OUT default gpu-throughput/)
 #   bash benchmarks/gpu_throughput.sh --archive FILE --cpu-dry-run --out DIR   every stage on the CPU at
-#                          tiny sizes (tests/test_gpu_throughput.py)
+#                          tiny sizes (tests/test_gpu_runs.py)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 

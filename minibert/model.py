@@ -96,7 +96,7 @@ class BertEncoder(nn.Module):
                 output_hidden_states: bool = False, packing: Packing | None = None) -> BaseModelOutput:
         """hidden: (B, T, E), or with ``packing`` the real tokens' (N, E); the states returned have its layout."""
         if self.embedding_hidden_mapping_in is not None:
-            hidden = self.embedding_hidden_mapping_in(hidden)  # (B, T, E) -> (B, T, H)
+            hidden = self.embedding_hidden_mapping_in(hidden)  # (B, T, E) -> (B, T, H), or (N, E) -> (N, H)
         all_hidden: list[Tensor] = [hidden]
         all_attentions: list[Tensor] = []
         for layer in self.layers:

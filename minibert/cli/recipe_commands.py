@@ -81,7 +81,8 @@ def _add_training_flags(parser: argparse.ArgumentParser, settings_class, held_ou
     add = parser.add_argument
     add("--corpus", nargs="+",
         help="training text: dataset names of minibert.data (wikipedia_2015, wikitext2_raw, gutenberg, state_union, "
-             f"...), DATASET/FILE or DATASET/FOLDER (wikipedia_2015/AA), or paths to .txt files / folders (default: {' '.join(d['corpus'])})")
+             "...), DATASET/FILE or DATASET/FOLDER (wikipedia_2015/AA), or paths to .txt files / folders "
+             f"(default: {' '.join(d['corpus'])})")
     skip = ("; none, or the flag alone, to skip held-out evaluation" if held_out_optional
             else "; every run is scored on it, so it cannot be skipped")
     add("--eval-corpus", nargs="*",
