@@ -7,8 +7,9 @@
 # hidden (its tag from the context alone), against the word-identity line. No SST-2 probe: a bare GPU
 # machine has no `datasets` package.
 # Every curve point goes into OUT/bidirectionality_OBJECTIVE.json as it is measured ("in_progress"), and
-# each finished run into its "runs", so a call cut off by its limit still reports; --results FILE goes on
-# from an earlier call's file (a later loan: the finished runs are kept, the rest run again).
+# each finished run into its "runs", so a call cut off by its limit still reports; a file already there, or
+# --results FILE (copied there), is gone on from: its finished runs are kept, the rest run again. All
+# output goes to OUT/both_sides_OBJECTIVE.log.
 #
 #   bash benchmarks/gpu_both_sides.sh --archive FILE --objective mlm|ltr [--out DIR] [--results FILE]
 #                        on the GPU machine; FILE: the data archive of `gpu_course_bert.sh --bundle`
@@ -18,31 +19,20 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
+source benchmarks/gpu_common.sh  # $PYTHON, archive_option, stage, start_run, end_run
 out=gpu-both-sides archive= mode=gpu objective= results=
 while [ $# -gt 0 ]; do
     case $1 in
-        --out) out=${2:?--out needs a folder}; shift ;;
-        --archive) archive=${2:?--archive needs a file}; shift ;;
-        --objective) objective=${2:?--objective needs mlm or ltr}; shift ;;
-        --results) results=${2:?--results needs a file}; shift ;;
-        --cpu-dry-run) mode=dry ;;
-        -h|--help) sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-        *) echo "gpu_both_sides.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+        --objective) objective=${2:?--objective needs mlm or ltr}; shift 2 ;;
+        --results) results=${2:?--results needs a file}; shift 2 ;;
+        *) archive_option "$@"; shift $taken ;;
     esac
-    shift
 done
-source benchmarks/gpu_common.sh  # $PYTHON, unpack_data
 case $objective in
     mlm|ltr) ;;
     *) echo "gpu_both_sides.sh: --objective must be mlm or ltr (one objective per call), got '${objective}'" >&2; exit 2 ;;
 esac
-[ -n "$archive" ] || { echo "gpu_both_sides.sh: --archive FILE is needed (see --help)" >&2; exit 2; }
-mkdir -p "$out" && out=$(cd "$out" && pwd) || exit
-exec > >(tee "$out/both_sides_$objective.log") 2>&1
-work=$(mktemp -d)  # the unpacked data, the new vocabulary and token cache: none of it comes back
-trap 'rm -rf "$work"' EXIT
-unpack_data "$archive" "$work" || exit
-export HF_HUB_OFFLINE=1
+start_run gpu_both_sides.sh "$archive" "both_sides_$objective.log"
 file=$out/bidirectionality_$objective.json
 if [ -n "$results" ] && [ "$(cd "$(dirname "$results")" && pwd)/$(basename "$results")" != "$file" ]; then
     cp "$results" "$file" || exit  # an earlier call's runs: kept, not run again
@@ -58,15 +48,10 @@ else
          --steps 2000 --batch-size 128 --curve-points 4 --seeds 0 1 2 --probe-sentences 2000 --eval-examples 512)
     limit=450
 fi
-"$PYTHON" -c "import torch, transformers, sys; print('python', sys.version.split()[0], 'torch', torch.__version__,
-'transformers', transformers.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU')"
-start=$SECONDS
-timeout --kill-after=10 $limit "$PYTHON" -m minibert.cli experiment bidirectionality --objectives "$objective" \
-    "${run[@]}" --sst2-train-sentences 0 --out "$file" 2>&1 | tr '\r' '\n' | grep -v '%|'
-status=${PIPESTATUS[0]}
-echo "bidirectionality, $objective: exit $status after $(( SECONDS - start )) s (limit $limit s)"
+stage "$objective" $limit "$PYTHON" -m minibert.cli experiment bidirectionality --objectives "$objective" \
+    "${run[@]}" --sst2-train-sentences 0 --out "$file"
 
-"$PYTHON" - "$file" <<'PY'
+"$PYTHON" - "$file" <<'PY' 2>&1 | tee -a "$log"
 import json
 import sys
 from pathlib import Path
@@ -85,4 +70,4 @@ for run in runs:
     print(f"{run['key']}: hidden-word POS / fill-in-the-blank loss at step {points}")
 print(f"{len(stored['runs'])} finished runs in {path}")
 PY
-exit "$status"
+end_run "both sides, $objective"

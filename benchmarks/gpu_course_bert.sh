@@ -27,22 +27,17 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
+source benchmarks/gpu_common.sh  # $PYTHON, archive_option, unpack_data, machine
 out=gpu-course-bert archive= mode=train minutes=4.5 steps= init=
 while [ $# -gt 0 ]; do
     case $1 in
-        --out) out=${2:?--out needs a folder}; shift ;;
-        --archive) archive=${2:?--archive needs a file}; shift ;;
-        --minutes) minutes=${2:?--minutes needs a number}; shift ;;
-        --steps) steps=${2:?--steps needs a number}; shift ;;
-        --init-from) init=${2:?--init-from needs a model folder or .tar of one}; shift ;;
-        --bundle) mode=bundle; archive=${2:?--bundle needs the archive to write}; shift ;;
-        --cpu-dry-run) mode=dry ;;
-        -h|--help) sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-        *) echo "gpu_course_bert.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+        --minutes) minutes=${2:?--minutes needs a number}; shift 2 ;;
+        --steps) steps=${2:?--steps needs a number}; shift 2 ;;
+        --init-from) init=${2:?--init-from needs a model folder or .tar of one}; shift 2 ;;
+        --bundle) mode=bundle; archive=${2:?--bundle needs the archive to write}; shift 2 ;;
+        *) archive_option "$@"; shift $taken ;;
     esac
-    shift
 done
-source benchmarks/gpu_common.sh  # $PYTHON, unpack_data
 # TOKENIZERS_PARALLELISM left unset: the fast tokenizer then uses every core until a process forks
 # (the 100 shards took 62-72 s on 16 cores with it set to false, 15 s unset)
 unset TOKENIZERS_PARALLELISM
@@ -81,8 +76,7 @@ if [ -n "$init" ]; then  # a later stage: go on from an earlier stage's export, 
     if [[ $init == *.tar ]]; then mkdir "$work/init" && tar -C "$work/init" -xf "$init" && init=$(echo "$work"/init/*) || exit; fi
     model=(--init-from "$init" --objective nsp --dropout 0.0 --seed 1) lr=0.0005
 fi
-"$PYTHON" -c "import torch, transformers, sys; print('python', sys.version.split()[0], 'torch', torch.__version__,
-'transformers', transformers.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU')"
+machine
 
 if [ -z "$steps" ]; then
 echo "== timing: ${timing_s} s of training"

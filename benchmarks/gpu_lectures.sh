@@ -23,28 +23,12 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
+source benchmarks/gpu_common.sh  # $PYTHON, archive_option, stage, start_run, end_run
 out=gpu-lectures archive= mode=gpu
 while [ $# -gt 0 ]; do
-    case $1 in
-        --out) out=${2:?--out needs a folder}; shift ;;
-        --archive) archive=${2:?--archive needs a file}; shift ;;
-        --cpu-dry-run) mode=dry ;;
-        -h|--help) sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-        *) echo "gpu_lectures.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
-    esac
-    shift
+    archive_option "$@"; shift $taken
 done
-source benchmarks/gpu_common.sh  # $PYTHON, stage, unpack_data
-[ -n "$archive" ] || { echo "gpu_lectures.sh: --archive FILE is needed (see --help)" >&2; exit 2; }
-mkdir -p "$out" && out=$(cd "$out" && pwd) || exit
-log=$out/lectures.log
-: > "$log"
-: > "$out/stages.tsv"
-work=$(mktemp -d)  # data, token caches, the random bert-base, checkpoints: none of it comes back
-trap 'rm -rf "$work"' EXIT
-unpack_data "$archive" "$work" || exit
-export HF_HUB_OFFLINE=1
-tokenizer=$("$PYTHON" -c "from minibert import data; print(data.path('bert_vocab'))") || exit
+start_run gpu_lectures.sh "$archive" lectures.log
 
 if [ $mode = dry ]; then  # the same commands at tiny sizes
     export CUDA_VISIBLE_DEVICES=""
@@ -58,9 +42,6 @@ else
     masking=(--preset bert-mini --steps 1000)
     finetune=(--eval-examples 300)
 fi
-"$PYTHON" -c "import torch, transformers, sys; print('python', sys.version.split()[0], 'torch', torch.__version__,
-'transformers', transformers.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU')" \
-    | tee -a "$log"
 "$PYTHON" - "$work/$base" "$base" <<'PY' || exit  # weights for 07 and 10 to start from (random: only the speed counts)
 import sys
 
@@ -126,12 +107,4 @@ for name, f in figures["notebooks"].items():
 print(f"figures: {out / 'lectures.json'}")
 PY
 
-failed=""
-while IFS=$'\t' read -r name status _; do
-    [ "$status" = 0 ] || failed+="$name "
-done < "$out/stages.tsv"
-if [ -n "$failed" ]; then
-    echo "lectures: FAILED stages: $failed(see $log)" | tee -a "$log"
-    exit 1
-fi
-echo "lectures: every stage passed" | tee -a "$log"
+end_run lectures

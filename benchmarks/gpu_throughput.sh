@@ -20,29 +20,13 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
+source benchmarks/gpu_common.sh  # $PYTHON, archive_option, stage, start_run, end_run
 out=gpu-throughput archive= mode=gpu
 while [ $# -gt 0 ]; do
-    case $1 in
-        --out) out=${2:?--out needs a folder}; shift ;;
-        --archive) archive=${2:?--archive needs a file}; shift ;;
-        --cpu-dry-run) mode=dry ;;
-        -h|--help) sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-        *) echo "gpu_throughput.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
-    esac
-    shift
+    archive_option "$@"; shift $taken
 done
-source benchmarks/gpu_common.sh  # $PYTHON, stage, unpack_data
-[ -n "$archive" ] || { echo "gpu_throughput.sh: --archive FILE is needed (see --help)" >&2; exit 2; }
-mkdir -p "$out" && out=$(cd "$out" && pwd) || exit
-log=$out/throughput.log
-: > "$log"
-: > "$out/stages.tsv"
+start_run gpu_throughput.sh "$archive" throughput.log
 rm -f "$out/throughput.jsonl" "$out/profile.txt"
-work=$(mktemp -d)  # the unpacked data and its token cache: none of it comes back
-trap 'rm -rf "$work"' EXIT
-unpack_data "$archive" "$work" || exit
-export HF_HUB_OFFLINE=1
-tokenizer=$("$PYTHON" -c "from minibert import data; print(data.path('bert_vocab'))") || exit
 
 if [ $mode = dry ]; then  # tiny sizes on the CPU, even on a machine with a GPU
     export CUDA_VISIBLE_DEVICES=""
@@ -55,9 +39,6 @@ else
     short=(--seq 128 --batch 64 256 512) long=(--seq 512 --batch 64 256) backend=inductor limits=(230 110 130)
 fi
 bench=("$PYTHON" benchmarks/pretrain.py "${common[@]}" --tokenizer "$tokenizer" --json-out "$out/throughput.jsonl")
-"$PYTHON" -c "import torch, transformers, sys; print('python', sys.version.split()[0], 'torch', torch.__version__,
-'transformers', transformers.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU')" \
-    | tee -a "$log"
 
 stage compiled-128 "${limits[0]}" "${bench[@]}" "${short[@]}" --compile "$backend" --profile "$out/profile.txt"
 stage eager-128 "${limits[1]}" "${bench[@]}" "${short[@]}"
@@ -82,12 +63,4 @@ for c in cells:
 print(f"{len(cells)} cells in {path}")
 PY
 
-failed=""
-while IFS=$'\t' read -r name status _; do
-    [ "$status" = 0 ] || failed+="$name "
-done < "$out/stages.tsv"
-if [ -n "$failed" ]; then
-    echo "throughput: FAILED stages: $failed(see $log)" | tee -a "$log"
-    exit 1
-fi
-echo "throughput: every stage passed" | tee -a "$log"
+end_run throughput

@@ -101,11 +101,13 @@ def step_fn(name, model, args, dtype):
     def step(batch):
         batch = {k: v.to(args.device, non_blocking=True) for k, v in batch.items()
                  if k not in ("masked_positions", "packed_positions") or k in takes}
-        if args.compile:  # the lengths vary from batch to batch: one graph for all of them
+        if args.compile:  # the lengths (T, N, N_masked) vary from batch to batch: one graph for all of them
+            for value in batch.values():
+                if value.dim() == 2:    # (B, T): ids, masks, segments, labels
+                    torch._dynamo.maybe_mark_dynamic(value, 1)
             for key in ("masked_positions", "packed_positions"):
                 if key in batch:
                     torch._dynamo.maybe_mark_dynamic(batch[key], 0)
-            torch._dynamo.maybe_mark_dynamic(batch["input_ids"], 1)
         with autocast:
             loss = forward(**batch).loss
         loss.backward()
@@ -237,6 +239,9 @@ def main():
           f"transformers {transformers.__version__}", flush=True)
     tokenizer = BertTokenizer.from_pretrained(args.tokenizer)
     models = make_models(args.preset)
+    # Both minibert models share one forward's code, and every cell compiles anew: room for all their graphs,
+    # where the default limit would quietly leave the later cells uncompiled.
+    torch._dynamo.config.recompile_limit = 64
     for seq in args.seq:
         dataset = build_pretraining_data(tokenizer, args.corpus, objective="nsp", max_seq_len=seq, seed=0)
         for batch_size in args.batch:

@@ -1,17 +1,17 @@
 """BERT unpadded (`minibert.unpadding`, ``unpadded`` / ``packed_positions``): the encoder runs on the batch's
-real tokens only and gives the real tokens the vectors transformers' padded BERT gives them, the same loss
-and gradients as minibert's padded run, and, found on the host, costs a training step no wait for the GPU."""
+real tokens only and gives the real tokens the vectors transformers' padded BERT gives them, and the same loss
+and gradients as minibert's padded run (tests/test_no_sync.py: found on the host, the real tokens cost a training
+step no wait for the GPU)."""
 import tempfile
 
 import pytest
 import torch
 import transformers
-from host_syncs import record_device_work_of_steps, sentence_pairs
+from host_syncs import sentence_pairs
 from offline import one_torch_thread
-from test_no_sync import four_steps, mlm_collate, pairs, tiny
+from test_no_sync import mlm_collate, pairs, tiny
 from torch.utils.data import default_collate
 
-import minibert.training.trainer
 from minibert import (
     BertConfig,
     BertForMaskedLM,
@@ -116,23 +116,6 @@ def test_unpadded_needs_the_attention_mask():
     model = BertModel(config()).eval()
     with pytest.raises(ValueError, match="attention_mask"):
         model(batch_with_padding()["input_ids"], unpadded=True)
-
-
-def test_an_unpadded_pretraining_step_reads_no_value_on_the_host(monkeypatch):
-    """The Trainer finds the real tokens on the host (`with_host_positions`), so N is a size the host knows."""
-    trainer = four_steps(tiny(BertForPreTraining), "bf16", mlm_collate,
-                         model_kwargs={"masked_only": True, "unpadded": True})
-    recorder = record_device_work_of_steps(monkeypatch)
-    trainer.fit()
-    assert trainer.step == 4 and recorder.watched > 500 and recorder.seen == []
-
-
-def test_real_tokens_found_on_the_device_would_make_every_step_wait(monkeypatch):
-    monkeypatch.setattr(minibert.training.trainer, "with_host_positions", lambda collate, model, kwargs: collate)
-    trainer = four_steps(tiny(BertForSequenceClassification), "fp32", default_collate, model_kwargs={"unpadded": True})
-    recorder = record_device_work_of_steps(monkeypatch)
-    trainer.fit()
-    assert recorder.seen == ["aten.nonzero.default"] * 6  # once per micro-batch: 3 steps of 2
 
 
 def test_training_unpadded_follows_the_padded_run():

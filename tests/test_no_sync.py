@@ -72,10 +72,23 @@ def test_a_fine_tuning_step_reads_no_value_on_the_host(monkeypatch):
     assert recorder.watched > 500 and recorder.seen == []
 
 
-def test_masked_positions_found_on_the_device_would_make_every_step_wait(monkeypatch):
-    """What the Trainer's host-side positions save: without them the head finds the masked tokens itself."""
+def test_an_unpadded_pretraining_step_reads_no_value_on_the_host(monkeypatch):
+    """Unpadded (`minibert.unpadding`): the real tokens are found on the host too, so N is a size the host knows."""
+    trainer = four_steps(tiny(BertForPreTraining), "bf16", mlm_collate,
+                         model_kwargs={"masked_only": True, "unpadded": True})
+    recorder = record_device_work_of_steps(monkeypatch)
+    trainer.fit()
+    assert trainer.step == 4 and recorder.watched > 500 and recorder.seen == []
+
+
+@pytest.mark.parametrize("kind, collate, kwargs", [
+    (BertForPreTraining, mlm_collate, {"masked_only": True}),   # the head would find the masked tokens
+    (BertForSequenceClassification, default_collate, {"unpadded": True}),  # the encoder the real tokens
+], ids=["masked positions", "real tokens"])
+def test_positions_found_on_the_device_would_make_every_step_wait(kind, collate, kwargs, monkeypatch):
+    """What the Trainer's host-side positions save: without them the model finds them itself."""
     monkeypatch.setattr(minibert.training.trainer, "with_host_positions", lambda collate, model, kwargs: collate)
-    trainer = four_steps(tiny(BertForPreTraining), "fp32", mlm_collate, model_kwargs={"masked_only": True})
+    trainer = four_steps(tiny(kind), "fp32", collate, model_kwargs=kwargs)
     recorder = record_device_work_of_steps(monkeypatch)
     trainer.fit()
     assert recorder.seen == ["aten.nonzero.default"] * 6  # once per micro-batch: 3 steps of 2
