@@ -61,6 +61,7 @@ mkdir -p "$out" && out=$(cd "$out" && pwd) || exit
 log=$out/gpu_check.log
 : > "$log"
 : > "$out/stages.tsv"
+rm -f "$out"/benchmark_*.jsonl "$out"/lecture_*.json "$out"/tests.xml  # an earlier run's figures: not this one's
 work=$(mktemp -d)  # the lecture run's checkpoints (bert-base: GBs) stay out of OUT
 trap 'rm -rf "$work"' EXIT
 

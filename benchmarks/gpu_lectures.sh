@@ -29,6 +29,7 @@ while [ $# -gt 0 ]; do
     archive_option "$@"; shift $taken
 done
 start_run gpu_lectures.sh "$archive" lectures.log
+rm -f "$out"/04_recipe.json "$out"/05_masking.json "$out"/07_results.json "$out"/10_results.json "$out"/lectures.json
 
 if [ $mode = dry ]; then  # the same commands at tiny sizes
     export CUDA_VISIBLE_DEVICES=""

@@ -39,6 +39,8 @@ def test_a_cpu_dry_run_goes_through_every_stage_and_records_its_figures(tmp_path
         "bert_vocab/vocab.txt", "squad_v1.1/dev-v1.1.json", "wikitext2_raw/wiki.test.raw",
         "wikitext2_raw/wiki.valid.raw"]
 
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "benchmark_eager.jsonl").write_text('{"an earlier run": true}\n')  # not this run's figures
     run = gpu_check("--cpu-dry-run", "--data", str(tmp_path / "data"), "--out", str(tmp_path / "out"))
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     figures = json.loads((tmp_path / "out" / "gpu_check.json").read_text())

@@ -67,6 +67,7 @@ def test_the_text_every_gpu_setting_names_exists(tmp_path):
 
 
 def test_the_throughput_grid_records_every_cell_of_every_stage(archive, tmp_path):
+    (tmp_path / "throughput.jsonl").write_text('{"an earlier run": true}\n')  # replaced, not added to
     run = script("gpu_throughput.sh", "--archive", str(archive), "--cpu-dry-run", "--out", str(tmp_path))
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     stages = [line.split("\t") for line in (tmp_path / "stages.tsv").read_text().splitlines()]
@@ -124,6 +125,7 @@ def test_the_bidirectionality_curve_of_one_objective_lands_and_goes_on_from_an_e
 
 
 def test_the_lectures_notebooks_settings_run_through_their_recipes_and_give_minutes(archive, tmp_path):
+    (tmp_path / "05_masking.json").write_text("{}")  # an earlier run's: replaced, not gone on from
     run = script("gpu_lectures.sh", "--archive", str(archive), "--cpu-dry-run", "--out", str(tmp_path))
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     figures = json.loads((tmp_path / "lectures.json").read_text())
