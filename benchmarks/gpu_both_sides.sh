@@ -32,7 +32,7 @@ case $objective in
     mlm|ltr) ;;
     *) echo "gpu_both_sides.sh: --objective must be mlm or ltr (one objective per call), got '${objective}'" >&2; exit 2 ;;
 esac
-start_run gpu_both_sides.sh "$archive" "both_sides_$objective.log"
+start_run "$archive" "both_sides_$objective.log"
 file=$out/bidirectionality_$objective.json
 if [ -n "$results" ] && [ "$(cd "$(dirname "$results")" && pwd)/$(basename "$results")" != "$file" ]; then
     cp "$results" "$file" || exit  # an earlier call's runs: kept, not run again

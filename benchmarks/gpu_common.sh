@@ -2,7 +2,7 @@
 #   $PYTHON       the interpreter: the course's .venv where there is one (course.py makes it), else python3
 #   archive_option "$@"   the options of every run on the data archive: --out DIR, --archive FILE,
 #                 --cpu-dry-run (mode=dry), -h/--help; an unknown option refused. $taken: the words it used
-#   start_run SCRIPT ARCHIVE LOGNAME   what a run on the archive begins with: OUT made absolute, $log (a new
+#   start_run ARCHIVE LOGNAME   what a run on the archive begins with: OUT made absolute, $log (a new
 #                 OUT/LOGNAME) and stages.tsv started, $work (a temporary folder, removed at exit) holding the
 #                 unpacked data, offline, $tokenizer (the bert-base-uncased vocabulary), the machine in the log
 #   stage NAME LIMIT COMMAND...   run COMMAND under LIMIT seconds, its output into $log; its name, exit
@@ -62,14 +62,14 @@ machine() {
 }
 
 start_run() {
-    [ -n "$2" ] || { echo "$1: --archive FILE is needed (see --help)" >&2; exit 2; }
+    [ -n "$1" ] || { echo "$(basename "$0"): --archive FILE is needed (see --help)" >&2; exit 2; }
     mkdir -p "$out" && out=$(cd "$out" && pwd) || exit
-    log=$out/$3
+    log=$out/$2
     : > "$log"
     : > "$out/stages.tsv"
     work=$(mktemp -d)  # the unpacked data, token caches, checkpoints: none of it comes back
     trap 'rm -rf "$work"' EXIT
-    unpack_data "$2" "$work" || exit
+    unpack_data "$1" "$work" || exit
     export HF_HUB_OFFLINE=1
     tokenizer=$("$PYTHON" -c "from minibert import data; print(data.path('bert_vocab'))") || exit
     machine | tee -a "$log"

@@ -28,7 +28,7 @@ out=gpu-lectures archive= mode=gpu
 while [ $# -gt 0 ]; do
     archive_option "$@"; shift $taken
 done
-start_run gpu_lectures.sh "$archive" lectures.log
+start_run "$archive" lectures.log
 rm -f "$out"/04_recipe.json "$out"/05_masking.json "$out"/07_results.json "$out"/10_results.json "$out"/lectures.json
 
 if [ $mode = dry ]; then  # the same commands at tiny sizes

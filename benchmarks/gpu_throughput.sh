@@ -25,7 +25,7 @@ out=gpu-throughput archive= mode=gpu
 while [ $# -gt 0 ]; do
     archive_option "$@"; shift $taken
 done
-start_run gpu_throughput.sh "$archive" throughput.log
+start_run "$archive" throughput.log
 rm -f "$out/throughput.jsonl" "$out/profile.txt"
 
 if [ $mode = dry ]; then  # tiny sizes on the CPU, even on a machine with a GPU
