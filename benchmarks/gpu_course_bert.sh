@@ -55,6 +55,7 @@ fi
 [ -f "$archive" ] || { echo "gpu_course_bert.sh: no data archive (--archive FILE; make one with --bundle)" >&2; exit 2; }
 mkdir -p "$out" && out=$(cd "$out" && pwd) || exit
 exec > >(tee "$out/course_bert.log") 2>&1
+rm -f "$out/history.json" "$out/recipe.json" "$out/course_bert.tar"  # an earlier run's: not this one's
 unpack_data "$archive" "$work" || exit
 export HF_HUB_OFFLINE=1
 tokenizer=$("$PYTHON" -c "from minibert import data; print(data.path('bert_vocab'))") || exit
