@@ -229,8 +229,12 @@ class BertForTokenClassification(BertPreTrainedModel):
         self.init_weights()
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None,
-                output_attentions=False, output_hidden_states=False):
-        out = self.bert(input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states)
+                output_attentions=False, output_hidden_states=False, unpadded: bool = False,
+                packed_positions: Tensor | None = None):
+        """``unpadded`` / ``packed_positions``: the encoder skips the padding (`BertModel.forward`); the real
+        tokens' logits are the same, the padding's come from zero vectors (their labels are -100 anyway)."""
+        out = self.bert(input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states,
+                        unpadded=unpadded, packed_positions=packed_positions)
         logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, T, num_labels)
         loss = None
         if labels is not None:
@@ -249,9 +253,18 @@ class BertForQuestionAnswering(BertPreTrainedModel):
         self.init_weights()
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, start_positions=None,
-                end_positions=None, output_attentions=False, output_hidden_states=False):
-        out = self.bert(input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states)
-        start_logits, end_logits = self.qa_outputs(out.last_hidden_state).unbind(-1)  # 2 × (B, T)
+                end_positions=None, output_attentions=False, output_hidden_states=False, unpadded: bool = False,
+                packed_positions: Tensor | None = None):
+        """``unpadded`` / ``packed_positions``: the encoder skips the padding (`BertModel.forward`); the real
+        tokens' start and end logits are the same. The padding, which then has no vector to score, is no candidate:
+        its logits are the lowest number there is, so the loss is the softmax over the real tokens. (Padded, as in
+        transformers, the padding's positions are scored and compete, usually far behind, in the softmax.)"""
+        out = self.bert(input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states,
+                        unpadded=unpadded, packed_positions=packed_positions)
+        logits = self.qa_outputs(out.last_hidden_state)                                # (B, T, 2)
+        if (unpadded or packed_positions is not None) and attention_mask is not None:
+            logits = logits.masked_fill(attention_mask[..., None] == 0, torch.finfo(logits.dtype).min)
+        start_logits, end_logits = logits.unbind(-1)                                   # 2 × (B, T)
         loss = None
         if start_positions is not None and end_positions is not None:
             # Positions outside the sequence (an answer truncated away) are ignored, as in transformers.
@@ -283,10 +296,14 @@ class BertForMultipleChoice(BertPreTrainedModel):
         self.init_weights()
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None,
-                output_attentions=False, output_hidden_states=False):
+                output_attentions=False, output_hidden_states=False, unpadded: bool = False,
+                packed_positions: Tensor | None = None):
+        """``unpadded`` / ``packed_positions`` (of the (B, k, T) mask, which are those of its (B·k, T) view): the
+        encoder skips the padding (`BertModel.forward`); the same logits."""
         num_choices = input_ids.size(1)
         flat = [None if x is None else x.flatten(0, 1) for x in (input_ids, attention_mask, token_type_ids)]  # (B·k, T)
-        out = self.bert(*flat, output_attentions, output_hidden_states)
+        out = self.bert(*flat, output_attentions, output_hidden_states, unpadded=unpadded,
+                        packed_positions=packed_positions)
         logits = self.classifier(self.dropout(out.pooler_output)).view(-1, num_choices)  # (B·k, 1) -> (B, k)
         loss = None if labels is None else F.cross_entropy(logits, labels.view(-1))
         return TaskOutput(logits, loss, out.hidden_states, out.attentions)

@@ -12,6 +12,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import minibert.model
+import minibert.modernbert.model
 from minibert.training import Trainer
 
 aten = torch.ops.aten
@@ -72,7 +73,7 @@ def watch_steps_after_the_first(monkeypatch, watch):
 def record_device_work_of_steps(monkeypatch) -> DataDependentOps:
     """A `DataDependentOps` that sees the Trainer's steps after the first, less what runs on the host
     on a GPU too: making the next batch (collate_fn, the masked positions, the checks of `to_device`)
-    and the model's own check of the ids, which reads them only on the CPU (`minibert.model.check_inputs`)."""
+    and the models' own check of the ids, which reads them only on the CPU (`minibert.inputs.check_inputs`)."""
     recorder = DataDependentOps()
 
     def paused(original):
@@ -82,7 +83,8 @@ def record_device_work_of_steps(monkeypatch) -> DataDependentOps:
         return run
 
     monkeypatch.setattr(Trainer, "_next_batch", paused(Trainer._next_batch))
-    monkeypatch.setattr(minibert.model, "check_inputs", paused(minibert.model.check_inputs))
+    for module in (minibert.model, minibert.modernbert.model):
+        monkeypatch.setattr(module, "check_inputs", paused(module.check_inputs))
     watch_steps_after_the_first(monkeypatch, lambda: recorder)
     return recorder
 

@@ -6,6 +6,7 @@ import tempfile
 
 import pytest
 import torch
+import torch.nn.functional as F
 import transformers
 from host_syncs import sentence_pairs
 from offline import one_torch_thread
@@ -15,8 +16,11 @@ from torch.utils.data import default_collate
 from minibert import (
     BertConfig,
     BertForMaskedLM,
+    BertForMultipleChoice,
     BertForPreTraining,
+    BertForQuestionAnswering,
     BertForSequenceClassification,
+    BertForTokenClassification,
     BertModel,
     TrainConfig,
     Trainer,
@@ -98,18 +102,55 @@ def test_unpadded_gives_the_padded_loss_gradients_and_states(changes):
     assert torch.equal(host.loss, packed.loss)
 
 
-@pytest.mark.parametrize("kind", [BertForMaskedLM, BertForSequenceClassification])
-def test_the_other_models_that_take_it_give_the_padded_results(kind):
-    torch.manual_seed(0)
-    model = kind(config()).eval()
-    batch = batch_with_padding(seed=2)
+def with_labels(kind, batch):
+    """``batch`` with the labels ``kind`` trains on; multiple choice reads it as two questions of choices."""
+    real, g = batch["attention_mask"].bool(), torch.Generator().manual_seed(3)
+    B = real.size(0)
     if kind is BertForMaskedLM:
-        batch["labels"] = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
-    padded, packed = model(**batch), model(**batch, unpadded=True)
-    torch.testing.assert_close(packed.loss, padded.loss) if kind is BertForMaskedLM else None
+        batch["labels"] = batch["input_ids"].masked_fill(~real, -100)
+    elif kind is BertForTokenClassification:
+        batch["labels"] = torch.randint(0, 2, real.shape, generator=g).masked_fill(~real, -100)
+    elif kind is BertForQuestionAnswering:  # spans among each text's real tokens
+        lengths = real.sum(1)
+        batch["start_positions"] = (torch.rand(B, generator=g) * lengths).long()
+        batch["end_positions"] = torch.minimum(batch["start_positions"] + 2, lengths - 1)
+    elif kind is BertForMultipleChoice:  # (B, T) -> (2, B / 2, T): two questions, B / 2 choices each
+        batch = {k: v.view(2, B // 2, -1) for k, v in batch.items()}
+        batch["labels"] = torch.tensor([0, 1])
+    else:
+        batch["labels"] = torch.randint(0, 2, (B,), generator=g)
+    return batch
+
+
+PER_TOKEN = (BertForMaskedLM, BertForTokenClassification)
+
+
+@pytest.mark.parametrize("kind", [BertForMaskedLM, BertForSequenceClassification, BertForTokenClassification,
+                                  BertForQuestionAnswering, BertForMultipleChoice], ids=lambda kind: kind.__name__)
+def test_the_other_models_that_take_it_give_the_padded_results(kind):
+    """Every BERT task model: the padded run's loss, and its scores wherever a score is read (each real token's,
+    each text's, each choice's; a span is only looked for among real tokens)."""
+    torch.manual_seed(0)
+    model = kind(config(num_labels=2)).eval()
+    batch = with_labels(kind, batch_with_padding(seed=2, n=6))
     real = batch["attention_mask"].bool()
-    expected = padded.logits[real] if kind is BertForMaskedLM else padded.logits
-    torch.testing.assert_close(packed.logits[real] if kind is BertForMaskedLM else packed.logits, expected)
+    padded, packed = model(**batch), model(**batch, unpadded=True)
+    host = model(**batch, packed_positions=packed_positions(batch["attention_mask"]))
+    assert torch.equal(host.loss, packed.loss)
+    if kind is BertForQuestionAnswering:  # unpadded, the padding is no candidate: the softmax is over real tokens
+        expected = sum(F.cross_entropy(getattr(padded, name).masked_fill(~real, -torch.inf), batch[f"{side}_positions"])
+                       for name, side in (("start_logits", "start"), ("end_logits", "end"))) / 2
+        torch.testing.assert_close(packed.loss, expected)
+        assert padded.loss > expected  # padded, as in transformers, the padding's positions compete too
+        for name in ("start_logits", "end_logits"):
+            torch.testing.assert_close(getattr(packed, name)[real], getattr(padded, name)[real])
+            assert getattr(packed, name)[~real].max() == torch.finfo(torch.float32).min
+        return
+    torch.testing.assert_close(packed.loss, padded.loss)
+    if kind in PER_TOKEN:
+        torch.testing.assert_close(packed.logits[real], padded.logits[real])
+    else:
+        torch.testing.assert_close(packed.logits, padded.logits)
 
 
 def test_unpadded_needs_the_attention_mask():

@@ -236,6 +236,28 @@ def test_sst2_stops_on_its_time_budget_resumes_and_reloads_with_the_same_accurac
     assert BertForSequenceClassification.from_pretrained(out).config.num_labels == 2
 
 
+@pytest.mark.parametrize("task", ["sst2", "squad"])
+def test_unpadded_fine_tuning_runs_the_encoder_on_the_real_tokens_of_every_batch(task, data_home, tokenizer, tmp_path,
+                                                                                 monkeypatch):
+    """``--unpadded``: every training and evaluation batch reaches the encoder with its real tokens found on the
+    host (tests/test_bert_unpadded.py shows the task models give the padded results so)."""
+    seen = []
+    forward = BertModel.forward
+
+    def spy(self, input_ids, attention_mask=None, *args, packed_positions=None, **kwargs):
+        if self.training or packed_positions is not None:
+            seen.append(None if packed_positions is None
+                        else torch.equal(packed_positions, attention_mask.flatten().nonzero().flatten()))
+        return forward(self, input_ids, attention_mask, *args, packed_positions=packed_positions, **kwargs)
+
+    monkeypatch.setattr(BertModel, "forward", spy)
+    out = tmp_path / task
+    assert finetune(task, out, "--unpadded", "--eval-every", "3", "--max-length", "96") == 0
+    results = json.loads((out / "results.json").read_text())
+    assert "--unpadded" in results["command"] and results["steps"] == 3
+    assert len(seen) >= 3 + 4 and all(seen)  # 3 updates, then the held-out batches of the evaluation at step 3
+
+
 def test_resuming_an_interrupted_run_with_other_settings_is_refused(data_home, tokenizer, tmp_path, capsys,
                                                                    killed_after_saving):
     """Killed after its first checkpoint, the run has no results.json; its settings, written when it

@@ -10,6 +10,7 @@ from torch.utils.data import default_collate
 import minibert.training.trainer
 from minibert import BertConfig, BertForMaskedLM, BertForPreTraining, BertForSequenceClassification
 from minibert.heads import masked_lm_positions
+from minibert.modernbert import ModernBertConfig, ModernBertForPreTraining, ModernBertForSequenceClassification
 from minibert.training import TrainConfig, Trainer, evaluate
 
 VOCAB, MASK, T = 60, 4, 12
@@ -25,6 +26,15 @@ def tiny(model_class, dropout=0.1):
     config = BertConfig.from_preset("bert-tiny", vocab_size=VOCAB, max_position_embeddings=32, hidden_size=32,
                                     num_attention_heads=2, intermediate_size=64, hidden_dropout_prob=dropout,
                                     attention_probs_dropout_prob=dropout)
+    return model_class(config)
+
+
+def tiny_modern(model_class, dropout=0.1):
+    """ModernBERT, which always runs on the real tokens only (`minibert.unpadding`): 3 layers, one global."""
+    config = ModernBertConfig.from_preset("bert-tiny", vocab_size=VOCAB, max_position_embeddings=32, hidden_size=32,
+                                          num_attention_heads=2, intermediate_size=64, num_hidden_layers=3,
+                                          local_attention=4, pad_token_id=0, embedding_dropout=dropout,
+                                          attention_dropout=dropout, mlp_dropout=dropout)
     return model_class(config)
 
 
@@ -81,17 +91,31 @@ def test_an_unpadded_pretraining_step_reads_no_value_on_the_host(monkeypatch):
     assert trainer.step == 4 and recorder.watched > 500 and recorder.seen == []
 
 
-@pytest.mark.parametrize("kind, collate, kwargs", [
-    (BertForPreTraining, mlm_collate, {"masked_only": True}),   # the head would find the masked tokens
-    (BertForSequenceClassification, default_collate, {"unpadded": True}),  # the encoder the real tokens
-], ids=["masked positions", "real tokens"])
-def test_positions_found_on_the_device_would_make_every_step_wait(kind, collate, kwargs, monkeypatch):
-    """What the Trainer's host-side positions save: without them the model finds them itself."""
-    monkeypatch.setattr(minibert.training.trainer, "with_host_positions", lambda collate, model, kwargs: collate)
-    trainer = four_steps(tiny(kind), "fp32", collate, model_kwargs=kwargs)
+@pytest.mark.parametrize("kind", [ModernBertForPreTraining, ModernBertForSequenceClassification],
+                         ids=["pre-training", "fine-tuning"])
+def test_a_modernbert_step_reads_no_value_on_the_host(kind, monkeypatch):
+    """ModernBERT unpads always: the Trainer hands it the real tokens found on the host, as it does BERT
+    when asked for ``unpadded``, and the masked positions for masked-only decoding."""
+    pretraining = kind is ModernBertForPreTraining
+    trainer = four_steps(tiny_modern(kind), "bf16", mlm_collate if pretraining else default_collate,
+                         model_kwargs={"masked_only": True} if pretraining else None)
     recorder = record_device_work_of_steps(monkeypatch)
     trainer.fit()
-    assert recorder.seen == ["aten.nonzero.default"] * 6  # once per micro-batch: 3 steps of 2
+    assert trainer.step == 4 and recorder.watched > 500 and recorder.seen == []
+
+
+@pytest.mark.parametrize("kind, collate, kwargs, finds", [
+    (tiny(BertForPreTraining), mlm_collate, {"masked_only": True}, 1),   # the head would find the masked tokens
+    (tiny(BertForSequenceClassification), default_collate, {"unpadded": True}, 1),  # the encoder the real tokens
+    (tiny_modern(ModernBertForPreTraining), mlm_collate, {"masked_only": True}, 2),  # ModernBERT both
+], ids=["masked positions", "real tokens", "modernbert"])
+def test_positions_found_on_the_device_would_make_every_step_wait(kind, collate, kwargs, finds, monkeypatch):
+    """What the Trainer's host-side positions save: without them the model finds them itself."""
+    monkeypatch.setattr(minibert.training.trainer, "with_host_positions", lambda collate, model, kwargs: collate)
+    trainer = four_steps(kind, "fp32", collate, model_kwargs=kwargs)
+    recorder = record_device_work_of_steps(monkeypatch)
+    trainer.fit()
+    assert recorder.seen == ["aten.nonzero.default"] * 6 * finds  # per micro-batch: 3 steps of 2
 
 
 @pytest.mark.parametrize("kind", [BertForPreTraining, BertForMaskedLM])

@@ -160,6 +160,9 @@ def finetune_parser() -> argparse.ArgumentParser:
         help="pos only: first train linear probes on the frozen model's features (the paper's Table 7: "
              "embeddings, last, second to last, last four, weighted sums) to compare with fine-tuning")
     add("--precision", choices=PRECISIONS, help="auto: bf16 on CUDA, fp32 on CPU (default auto)")
+    add("--unpadded", action="store_true",
+        help="run the encoder on the real tokens only, skipping the padding (the same model and scores; squad: the "
+             "padding is no candidate answer in the loss)")
     add("--device", help="auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:1, mps")
     add("--seed", type=int, help="seed of the new layer, dropout, data order and --train-examples")
     add("--resume", action="store_true", help="go on from the latest checkpoint in OUT/checkpoints")

@@ -148,8 +148,8 @@ class Padded(ModernBertModel):
     """No unpadding: every (B, T) row, padding included, goes through embeddings, projections and
     feed-forward, as in BERT; attention still masks the padding, so only the cost changes."""
 
-    def pack(self, attention_mask: Tensor) -> Packing:
-        return Packing.of(torch.ones_like(attention_mask))
+    def pack(self, attention_mask: Tensor, packed_positions: Tensor | None = None) -> Packing:
+        return Packing.of(torch.ones_like(attention_mask))  # every position, whatever the real tokens are
 
 
 def modern_config(setup: ModernGridSetup, vocab_size: int, pad_token_id: int, change: str | None) -> ModernBertConfig:

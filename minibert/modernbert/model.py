@@ -97,13 +97,17 @@ class ModernBertModel(ModernBertPreTrainedModel):
         self.init_weights()
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None, output_attentions: bool = False,
-                output_hidden_states: bool = False, token_type_ids: Tensor | None = None) -> BaseModelOutput:
+                output_hidden_states: bool = False, token_type_ids: Tensor | None = None,
+                packed_positions: Tensor | None = None) -> BaseModelOutput:
+        """``packed_positions``: the real tokens (`minibert.unpadding.packed_positions` of ``attention_mask``),
+        found beforehand on the host, as the Trainer does; without them the model finds them, which on a GPU
+        makes the host wait for the device once per forward pass."""
         check_inputs(self.config, input_ids, attention_mask)  # type: ignore[arg-type]  # the fields it reads are shared
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids, dtype=torch.bool)
         c = self.config
         assert c.layer_types is not None  # filled in by ModernBertConfig.__post_init__
-        packing = self.pack(attention_mask)
+        packing = self.pack(attention_mask, packed_positions)
         hidden = self.embed(input_ids, packing)                                         # (B, T) -> (N, H)
         masks = attention_masks(attention_mask, c.local_attention)                      # layer type -> (B, 1, T, T)
         angles = self.rotary_angles(packing)                                            # layer type -> 2 × (N, d)
@@ -120,9 +124,11 @@ class ModernBertModel(ModernBertPreTrainedModel):
 
     # The three steps where 2024 differs from 2018 before the layers, each a method so that an experiment
     # can take one back (`minibert.experiments.modern`) without a flag in the model.
-    def pack(self, attention_mask: Tensor) -> Packing:
-        """Unpadding: which rows go through the layers (the real tokens)."""
-        return Packing.of(attention_mask)
+    def pack(self, attention_mask: Tensor, packed_positions: Tensor | None = None) -> Packing:
+        """Unpadding: which rows go through the layers (the real tokens; ``packed_positions`` if given)."""
+        if packed_positions is None:
+            return Packing.of(attention_mask)
+        return Packing(packed_positions, *attention_mask.shape)
 
     def embed(self, input_ids: Tensor, packing: Packing) -> Tensor:
         """(B, T) ids -> (N, H): the packed tokens' embeddings; no position vectors (RoPE turns q and k instead)."""
@@ -174,8 +180,10 @@ class ModernBertForMaskedLM(ModernBertPreTrainedModel):
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None, labels: Tensor | None = None,
                 output_attentions: bool = False, output_hidden_states: bool = False, masked_only: bool = False,
-                masked_positions: Tensor | None = None, token_type_ids: Tensor | None = None) -> MaskedLMOutput:
-        out = self.model(input_ids, attention_mask, output_attentions, output_hidden_states)
+                masked_positions: Tensor | None = None, token_type_ids: Tensor | None = None,
+                packed_positions: Tensor | None = None) -> MaskedLMOutput:
+        out = self.model(input_ids, attention_mask, output_attentions, output_hidden_states,
+                         packed_positions=packed_positions)
         if self.config.sparse_prediction and labels is not None and masked_positions is None:
             masked_positions = (labels.flatten() != self.config.sparse_pred_ignore_index).nonzero().flatten()
         # BERT's masked_lm, with this model's (..., H) -> (..., V) scores in place of BERT's head
@@ -218,8 +226,9 @@ class ModernBertForSequenceClassification(ModernBertPreTrainedModel):
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None, labels: Tensor | None = None,
                 output_attentions: bool = False, output_hidden_states: bool = False,
-                token_type_ids: Tensor | None = None) -> TaskOutput:
-        out = self.model(input_ids, attention_mask, output_attentions, output_hidden_states)
+                token_type_ids: Tensor | None = None, packed_positions: Tensor | None = None) -> TaskOutput:
+        out = self.model(input_ids, attention_mask, output_attentions, output_hidden_states,
+                         packed_positions=packed_positions)
         pooled = self.pool(out.last_hidden_state, attention_mask)
         logits = self.classifier(self.drop(self.head(pooled)))  # (B, H) -> (B, num_labels)
         loss = classification_loss(logits, labels)
@@ -246,8 +255,9 @@ class ModernBertForPreTraining(ModernBertForMaskedLM):
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None, labels: Tensor | None = None,
                 next_sentence_label: Tensor | None = None, output_attentions: bool = False,
                 output_hidden_states: bool = False, masked_only: bool = False, masked_positions: Tensor | None = None,
-                token_type_ids: Tensor | None = None) -> PreTrainingOutput:
-        out = self.model(input_ids, attention_mask, output_attentions, output_hidden_states)
+                token_type_ids: Tensor | None = None, packed_positions: Tensor | None = None) -> PreTrainingOutput:
+        out = self.model(input_ids, attention_mask, output_attentions, output_hidden_states,
+                         packed_positions=packed_positions)
         hidden = out.last_hidden_state                                              # (B, T, H)
         pair_logits = self.seq_relationship(self.sentence_head(hidden[:, 0]))       # (B, H) -> (B, 2)
         mlm_logits, mlm_loss = masked_lm(self.scores, hidden, labels, masked_only, masked_positions)  # type: ignore[arg-type]

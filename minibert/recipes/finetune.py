@@ -127,6 +127,7 @@ class FinetuneSettings:
     split: str | None = None             # the held-out split (e.g. dev or test); None: the task's default
     feature_based: bool = False          # pos: first probe the frozen model's features (Table 7)
     precision: str = "auto"              # auto: bf16 on CUDA, fp32 on CPU
+    unpadded: bool = False               # the encoder on the real tokens only (`minibert.unpadding`); the same model
     device: str = "auto"                 # auto: CUDA, then MPS, then CPU
     seed: int = 0                        # of the new layer, dropout, data order and train_examples
     resume: bool = False                 # go on from the latest checkpoint in out/checkpoints
@@ -257,8 +258,10 @@ def _finetune(s: FinetuneSettings, out: Path, has_checkpoints: bool) -> dict:
                          out_dir=str(out / "checkpoints"), keep_last=1, time_budget_s=h.time_budget_s, seed=s.seed,
                          group_by_length=True)  # SST-2: 3 to 66 tokens; random batches would be 2/3 padding
     # Held-out data goes to the Trainer only for evaluations during training; the final score is the task's own.
+    unpadded = {"unpadded": True} if s.unpadded else {}
     trainer = Trainer(model, config, task_inputs.train, task_inputs.eval if s.eval_every else None,
-                      collate_fn=task_inputs.collate, metrics_fn=task_inputs.metrics)
+                      collate_fn=task_inputs.collate, metrics_fn=task_inputs.metrics, model_kwargs=unpadded,
+                      eval_model_kwargs=unpadded)
     if trainer.is_main and not has_checkpoints:
         write_json(record, {"command": command_line(s), "settings": defining,
                             "flags": {k: v for k, v in asdict(s).items() if k not in PER_CALL}})

@@ -76,7 +76,8 @@ def with_host_positions(collate_fn, model, model_kwargs: dict | None):
     """``collate_fn``, and each batch's positions that the model would otherwise find on the device:
     ``masked_positions`` (`minibert.heads.masked_lm_positions` of the labels) when ``model_kwargs`` ask for
     masked-only decoding, ``packed_positions`` (`minibert.unpadding.packed_positions` of the attention mask)
-    when they ask for ``unpadded``, each where the model's forward takes them.
+    when they ask for ``unpadded`` or the model always unpads (a forward that takes ``packed_positions`` and
+    has no ``unpadded`` switch: ModernBERT), each where the model's forward takes them.
 
     The DataLoader runs it on the host, where reading the labels and the mask is free, and pins the
     positions with the rest of the batch. Found on a GPU instead, N_masked and N would be sizes known only
@@ -85,7 +86,7 @@ def with_host_positions(collate_fn, model, model_kwargs: dict | None):
     takes = inspect.signature(model.forward).parameters
     kwargs = model_kwargs or {}
     masked = "masked_positions" in takes and bool(kwargs.get("masked_only"))
-    packed = "packed_positions" in takes and bool(kwargs.get("unpadded"))
+    packed = "packed_positions" in takes and ("unpadded" not in takes or bool(kwargs.get("unpadded")))
     if not (masked or packed):
         return collate_fn
     # a partial, not a closure: worker processes pickle it
