@@ -32,6 +32,7 @@ from torch.utils.data import default_collate  # noqa: E402
 import minibert  # noqa: E402
 import minibert.training.trainer  # noqa: E402
 from minibert import BertConfig, BertForPreTraining, BertForSequenceClassification, cli, data  # noqa: E402
+from minibert.modernbert import ModernBertConfig, ModernBertForPreTraining  # noqa: E402
 from minibert.pretraining import build_pretraining_data  # noqa: E402
 from minibert.tokenizer import BertTokenizer  # noqa: E402
 from minibert.training import TrainConfig, Trainer, find_checkpoints  # noqa: E402
@@ -257,6 +258,22 @@ def test_an_unpadded_pretraining_step_never_waits_for_the_gpu(tokenizer, pretrai
     """The real tokens found on the host (`minibert.unpadding.packed_positions`), so N is a size the host knows."""
     trainer = pretrainer(tokenizer, pretraining_data, dropout=0.1, precision="bf16", max_steps=4, grad_accum_steps=2,
                          batch_size=8, log_every=100, unpadded=True)
+    check = no_waiting(trainer, monkeypatch)
+    trainer.fit()
+    check()
+    assert trainer.step == 4
+
+
+def test_a_modernbert_pretraining_step_never_waits_for_the_gpu(tokenizer, pretraining_data, rehearsing, monkeypatch):
+    """ModernBERT always unpads: the Trainer hands it the real tokens found on the host, and the masked positions."""
+    torch.manual_seed(0)
+    model = ModernBertForPreTraining(ModernBertConfig.from_preset(
+        "bert-tiny", vocab_size=tokenizer.vocab_size, max_position_embeddings=SEQ, pad_token_id=tokenizer.pad_token_id,
+        local_attention=16, embedding_dropout=0.1, attention_dropout=0.1, mlp_dropout=0.1))
+    config = TrainConfig(max_steps=4, batch_size=8, grad_accum_steps=2, lr=1e-3, precision="bf16", log_every=100,
+                         progress=False)
+    trainer = Trainer(model, config, pretraining_data, collate_fn=pretraining_data.collate,
+                      model_kwargs={"masked_only": True})
     check = no_waiting(trainer, monkeypatch)
     trainer.fit()
     check()
