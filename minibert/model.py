@@ -177,7 +177,7 @@ class BertModel(BertPreTrainedModel):
         (`minibert.unpadding`), what MosaicBERT and ModernBERT do to skip the padding's work. The outputs keep
         their (B, T, H) shape, with zeros at the padding positions, which padded runs fill with vectors nobody
         should read; the real tokens' vectors are the same either way."""
-        check_inputs(self.config, input_ids, attention_mask, token_type_ids, position_ids)
+        check_inputs(self.config, input_ids, attention_mask, token_type_ids, position_ids, packed_positions)
         weights = self.embeddings.word_embeddings.weight
         if input_ids.device.type == "meta" != weights.device.type:  # shapes without values: nothing to look up
             raise ValueError(f"input_ids are on the meta device (shapes without values) and the model on {weights.device}; "

@@ -25,6 +25,7 @@ from minibert import (
     TrainConfig,
     Trainer,
 )
+from minibert.modernbert import ModernBertConfig, ModernBertModel
 from minibert.unpadding import packed_positions
 
 VOCAB, T = 60, 16  # the vocabulary of test_no_sync's `mlm_collate`
@@ -157,6 +158,28 @@ def test_unpadded_needs_the_attention_mask():
     model = BertModel(config()).eval()
     with pytest.raises(ValueError, match="attention_mask"):
         model(batch_with_padding()["input_ids"], unpadded=True)
+
+
+@pytest.mark.parametrize("model_class", [BertModel, ModernBertModel])
+def test_positions_that_are_not_the_real_tokens_are_refused_with_what_to_do(model_class):
+    """Packed positions are the mask's real tokens or garbage (padding mixed into the layers, a token left out):
+    on the CPU, where reading them is free, anything else is refused."""
+    batch = batch_with_padding()
+    mask = batch["attention_mask"]
+    model = model_class(config() if model_class is BertModel else ModernBertConfig.from_preset(
+        "bert-tiny", vocab_size=VOCAB, max_position_embeddings=T, pad_token_id=0)).eval()
+    real = packed_positions(mask)
+    shifted = real.clone()
+    shifted[-1] = int((mask.flatten() == 0).nonzero()[0])  # a padding position in place of a real token
+    for positions, error, message in [(real.int(), TypeError, "1-D tensor of longs, got a 1-D tensor of torch.int32"),
+                                      (real[None], TypeError, "got a 2-D tensor"),
+                                      ([0, 1], TypeError, "got list"),
+                                      (real[:-1], ValueError, r"packed_positions \(\d+ of them\) are not the real"),
+                                      (shifted, ValueError, "minibert.unpadding.packed_positions"),
+                                      (real + 10_000, ValueError, "not the real tokens")]:
+        with pytest.raises(error, match=message):
+            model(batch["input_ids"], attention_mask=mask, packed_positions=positions)
+    model(batch["input_ids"], attention_mask=mask, packed_positions=real)  # the right ones pass
 
 
 def test_training_unpadded_follows_the_padded_run():

@@ -102,7 +102,8 @@ class ModernBertModel(ModernBertPreTrainedModel):
         """``packed_positions``: the real tokens (`minibert.unpadding.packed_positions` of ``attention_mask``),
         found beforehand on the host, as the Trainer does; without them the model finds them, which on a GPU
         makes the host wait for the device once per forward pass."""
-        check_inputs(self.config, input_ids, attention_mask)  # type: ignore[arg-type]  # the fields it reads are shared
+        check_inputs(self.config, input_ids, attention_mask,  # type: ignore[arg-type]  # the fields it reads are shared
+                     packed_positions=packed_positions)
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids, dtype=torch.bool)
         c = self.config
