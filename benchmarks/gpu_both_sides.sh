@@ -9,7 +9,9 @@
 # Every curve point goes into OUT/bidirectionality_OBJECTIVE.json as it is measured ("in_progress"), and
 # each finished run into its "runs", so a call cut off by its limit still reports; a file already there, or
 # --results FILE (copied there), is gone on from: its finished runs are kept, the rest run again. All
-# output goes to OUT/both_sides_OBJECTIVE.log.
+# output goes to OUT/both_sides_OBJECTIVE.log. The two calls' files make one curve with
+# `minibert.experiments.bidirectionality.merged`, drawn as notebook 04d draws the CPU one
+# (`minibert.viz.bidirectionality.plot_curve`).
 #
 #   bash benchmarks/gpu_both_sides.sh --archive FILE --objective mlm|ltr [--out DIR] [--results FILE]
 #                        on the GPU machine; FILE: the data archive of `gpu_course_bert.sh --bundle`

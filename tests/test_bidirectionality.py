@@ -4,6 +4,7 @@ import json
 import os
 import statistics
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -15,12 +16,16 @@ from minibert.experiments.bidirectionality import (
     NextTokenData,
     bidirectionality_grid,
     curve_summary,
+    merged,
     next_token_labels,
     summary,
     table,
 )
 from minibert.pretraining import MLMMasking
+from minibert.viz.bidirectionality import LABELS, plot_curve
 from minibert.viz.diagrams import HIDDEN, ITSELF, SEEN, figure3_masks
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def causal_config(is_decoder=True):
@@ -161,3 +166,49 @@ def test_curve_summary_averages_seeds_at_the_steps_every_seed_has():
     assert (step, n, step2) == (10, 2, 20) and mean == pytest.approx(0.25) and mean2 == pytest.approx(0.5)
     assert sd == pytest.approx(statistics.stdev([0.2, 0.3]))
     assert curves["ltr"] == [(10, 0.5, 0.0, 1)]
+
+
+def stored_curve():
+    return json.loads((ROOT / "notebooks" / "results" / "bidirectionality_curve.json").read_text())
+
+
+def one_objective(stored, objective):
+    """The file a GPU call makes (benchmarks/gpu_both_sides.sh runs one objective per call)."""
+    return {**stored, "runs": [r for r in stored["runs"] if r["objective"] == objective],
+            "command": f"{stored['command']} ({objective})"}
+
+
+def test_files_of_one_objective_each_merge_into_one_curve_and_others_are_refused():
+    stored = stored_curve()
+    mlm, ltr = one_objective(stored, "mlm"), one_objective(stored, "ltr")
+    both = merged(mlm, ltr)
+    assert sorted(r["key"] for r in both["runs"]) == sorted(r["key"] for r in stored["runs"])
+    assert both["references"] == stored["references"] and both["setup"] == stored["setup"]
+    assert both["command"].count("minibert experiment bidirectionality") == 2
+    for measure in ("hidden_pos_accuracy", "pos_accuracy"):
+        assert curve_summary(both["runs"], measure) == curve_summary(stored["runs"], measure)
+    noisy = {**ltr, "references": {k: v + 0.001 for k, v in ltr["references"].items()}}  # another device's sums
+    assert len(merged(mlm, noisy)["runs"]) == len(stored["runs"])
+    for other, message in [({**ltr, "setup": {**ltr["setup"], "steps": 10}}, "another setup \\(steps\\)"),
+                           ({**ltr, "references": {**ltr["references"], "neighbours_pos_accuracy": 0.5}},
+                            "other reference levels \\(neighbours_pos_accuracy\\)"),
+                           (mlm, "run mlm#0 is in more than one results file")]:
+        with pytest.raises(ValueError, match=message):
+            merged(mlm, other)
+
+
+def test_the_curve_is_drawn_for_both_objectives_or_for_the_one_measured_so_far():
+    import matplotlib
+    matplotlib.use("Agg")
+    stored = stored_curve()
+    for runs, objectives in [(stored, {"masked LM (BERT)", "left to right (GPT)"}),
+                             (one_objective(stored, "mlm"), {"masked LM (BERT)"})]:
+        fig = plot_curve(runs, title="a title")
+        hidden, visible = fig.axes
+        for ax, lookups in [(hidden, 3), (visible, 2)]:
+            labels = ax.get_legend_handles_labels()[1]
+            assert set(labels) & set(LABELS.values()) == objectives and len(labels) == len(objectives) + lookups
+        steps = [point[0] for point in curve_summary(stored["runs"], "hidden_pos_accuracy")["mlm"]]
+        assert list(hidden.containers[0].lines[0].get_xdata()) == steps
+        assert fig._suptitle.get_text() == "a title"
+        matplotlib.pyplot.close(fig)

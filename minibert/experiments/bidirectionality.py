@@ -240,6 +240,31 @@ def curve_summary(runs: list[dict], measure: str) -> dict[str, list[tuple[int, f
     return out
 
 
+def merged(*stored: dict) -> dict:
+    """One results file from several of the same setup that ran different objectives or seeds (a GPU loan runs
+    one objective per call: benchmarks/gpu_both_sides.sh). Their reference levels, measured by each call on the
+    same probe data, must agree (to 0.5 points: a GPU's kernels may add in another order); a run in two
+    files is refused, as is a file of another setup."""
+    if not stored:
+        raise ValueError("merged() needs at least one results file")
+    first, runs, seen = stored[0], [], set()
+    for i, other in enumerate(stored):
+        if other["setup"] != first["setup"]:
+            changed = sorted(k for k in {*first["setup"], *other["setup"]}
+                             if first["setup"].get(k) != other["setup"].get(k))
+            raise ValueError(f"results file {i + 1} was made with another setup ({', '.join(changed)}); only runs of "
+                             "one setup can be drawn as one curve")
+        apart = [k for k in first["references"] if abs(first["references"][k] - other["references"].get(k, -1)) > 0.005]
+        if apart:
+            raise ValueError(f"results file {i + 1} measured other reference levels ({', '.join(apart)}) than the first")
+        for run in other["runs"]:
+            if run["key"] in seen:
+                raise ValueError(f"run {run['key']} is in more than one results file")
+            seen.add(run["key"])
+            runs.append(run)
+    return {**first, "command": " ; ".join(s["command"] for s in stored if s.get("command")), "runs": runs}
+
+
 def table(runs: list[dict]) -> str:
     rows = [f"{'objective':9s} {'train loss':>11s} {'blank loss':>11s} {'next-token':>11s} {'POS probe':>10s} "
             f"{'hidden POS':>10s} {'SST-2 probe':>11s}"]
