@@ -316,6 +316,34 @@ def test_a_submission_cannot_fill_the_graders_disk(demo_release, tmp_path, grade
     assert os.statvfs(tmp_path).f_bavail * os.statvfs(tmp_path).f_frsize > free - 2**30
 
 
+SEES = """import os
+_seen = [p for p in {paths!r} if os.path.exists(p)]
+_secrets = [k for k in os.environ if k.startswith("MINIBERT_TEST_SECRET")]
+assert not _seen and not _secrets and os.environ.get("TMPDIR", "/tmp") == "/tmp", (_seen, _secrets)
+print("x" * (12 * 2**20))  # 12 MiB of output
+""" + STABLE_SOFTMAX
+
+
+def test_the_students_process_sees_no_secret_no_other_copy_and_cannot_fill_the_log(demo_release, tmp_path,
+                                                                                    grader_account, monkeypatch):
+    """The grader's environment reaches the student's process only as the variables its Python needs (no token);
+    walled, the machine it sees is the operating system and what its Python reads, not the checkout around the
+    library (another copy of the course's notebooks, with their solutions, would be one), and what it prints is
+    kept up to a bound (a loop of prints cannot fill the grader's disk)."""
+    monkeypatch.setenv("MINIBERT_TEST_SECRET_TOKEN", "hf_not_for_students")
+    checkout = Path(grading.__file__).resolve().parents[2]
+    walled = grader_account is not None and not walls.bubblewrap_missing()
+    paths = [str(checkout / name) for name in ("README.md", "pyproject.toml", "benchmarks")] if walled else []
+    class_dir = tmp_path / "class"
+    (class_dir / "ada").mkdir(parents=True)
+    nbformat.write(notebook(demo_release, SEES.format(paths=paths)), class_dir / "ada" / "01_demo.ipynb")
+    scores = autograde_class(class_dir, source=FIXTURE, timeout=120, course=tmp_path / "course")
+    assert scores["ada"].score == 5, scores["ada"].table()
+    log, = (tmp_path / "course").rglob("student-output.log")
+    assert walls.KEPT_OUTPUT < log.stat().st_size < walls.KEPT_OUTPUT + 1000
+    assert b"the rest of the output was not kept" in log.read_bytes()[-200:]
+
+
 def test_the_library_used_for_an_answer_is_a_note_not_a_zero(tmp_path):
     """Integrity is for the person grading to judge: an answer that calls the library's own implementation keeps
     the points it earns, with a note beside them that names what it used."""
@@ -400,9 +428,103 @@ def test_plain_data_comes_back_as_itself_and_nothing_else_crosses():
         pass
 
     back, handles = _round_trip([Always(1), torch.ones(2).as_subclass(Yes), print])
-    assert back == [("proxy", "test_plain_data_comes_back_as_itself_and_nothing_else_crosses.<locals>.Always"),
-                    ("proxy", "test_plain_data_comes_back_as_itself_and_nothing_else_crosses.<locals>.Yes"),
+    assert back == [1, ("proxy", "test_plain_data_comes_back_as_itself_and_nothing_else_crosses.<locals>.Yes"),
                     ("proxy", "builtin_function_or_method")]
+    assert type(back[0]) is int  # its value, as a plain int: its __eq__ stays behind
+
+
+def test_honest_answers_of_a_plain_types_subclass_come_back_as_their_values():
+    """A namedtuple (equal to the tuple of its fields, read by field), a string taken from a numpy array, a str or
+    int Enum member: a test compares their values, and a proxy would equal only itself."""
+    import collections
+    import enum
+
+    import numpy as np
+
+    Pair = collections.namedtuple("Pair", "tokens is_next")
+
+    class Colour(str, enum.Enum):
+        RED = "red"
+
+    class Size(enum.IntEnum):
+        LARGE = 3
+
+    (pair, word, colour, size), handles = _round_trip([Pair(["a", "b"], True), np.array(["x", "yz"])[1], Colour.RED,
+                                                       Size.LARGE])
+    assert not handles
+    assert pair == (["a", "b"], True) == Pair(["a", "b"], True) and pair.is_next and type(pair).__name__ == "Pair"
+    tokens, is_next = pair
+    assert tokens == ["a", "b"] and [pair] == [Pair(["a", "b"], True)]
+    assert (word, colour, size) == ("yz", "red", 3) and (type(word), type(colour), type(size)) == (str, str, int)
+    Odd = collections.namedtuple("Odd", ["def", "x"], rename=True)
+    (odd,), _ = _round_trip([Odd(1, 2)])
+    assert odd == (1, 2) and odd.x == 2
+    from minibert.grading import plain  # a forged type name and fields that are not identifiers: renamed
+    forged = plain.decode({"t": "namedtuple", "type": "class", "k": ["def", "x y", "ok"],
+                           "v": [{"t": "v", "v": i} for i in range(3)]}, [], lambda h: h)
+    assert forged == (0, 1, 2) and forged.ok == 2 and type(forged).__name__ == "Record"
+
+
+def test_a_header_too_large_to_parse_safely_is_refused_before_it_is_parsed():
+    """A JSON header costs ~25 times its size once parsed: one of millions of empty dicts would take the grader's
+    memory before any other bound is checked."""
+    import io
+    import struct
+
+    from minibert.grading import plain
+
+    header = b"[" + b"{}," * (plain.MAX_HEADER // 3) + b"{}]"
+    message = struct.pack("<I", 1) + struct.pack("<Q", len(header)) + header
+    with pytest.raises(plain.WireError, match="a header of more than"):
+        plain.receive(io.BytesIO(message))
+    small = io.BytesIO()
+    plain.send(small, {"ok": [1, 2]}, [b"blob"])
+    small.seek(0)
+    assert plain.receive(small) == ({"ok": [1, 2]}, [b"blob"])
+
+
+def test_a_process_that_stops_reading_cannot_hold_the_grader():
+    """A request larger than the pipe holds, to a process that never reads: the write is given the time a call
+    has, then the process is ended (it was the checker's hang, whatever --timeout said)."""
+    from minibert.grading import remote
+
+    requests_read, requests_write = os.pipe()
+    answers_read, answers_write = os.pipe()
+    process = subprocess.Popen(["sleep", "120"], pass_fds=(requests_read, answers_write))
+    os.close(requests_read)
+    os.close(answers_write)
+    requests = os.fdopen(requests_write, "wb", buffering=1 << 20)
+    connection = remote.Connection(process, requests, os.fdopen(answers_read, "rb", buffering=0), 1, None)
+    started = time.monotonic()
+    with pytest.raises(remote.StudentTimeout, match="stopped reading the grader's requests"):
+        connection.send({"op": "call"}, [b"x" * 2**22])
+    assert time.monotonic() - started < 30 and process.wait(10) is not None
+    try:
+        requests.close()
+    except OSError:  # what was left unsent cannot go: the reader is gone
+        pass
+
+
+def test_a_value_that_cannot_be_fetched_fails_its_test_alone():
+    """An error of the student's side while a test's values are fetched (here a RemoteError) is that test's failure,
+    not the notebook's: the checks before and after it keep their scores."""
+    from minibert.grading import check, remote
+    from minibert.grading.runner import new_shell
+
+    class Connection:
+        notes: list = []
+
+        def get(self, name):
+            if name == "broken":
+                raise remote.RemoteError("RecursionError: a list that holds itself")
+            return 2
+
+    shell = new_shell()
+    shell.showtraceback = shell.showsyntaxerror = lambda *args, **kwargs: None
+    failed = check.run_test(shell, "assert broken == 1", ["broken"], Connection())
+    passed = check.run_test(shell, "assert fine == 2", ["fine"], Connection())
+    assert not failed["passed"] and "RecursionError: a list that holds itself" in failed["error"]
+    assert passed["passed"], passed
 
 
 def test_what_is_not_plain_data_is_refused_when_read():

@@ -10,12 +10,17 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import json
+import keyword
 import math
 import struct
 import sys
 
 MAX_MESSAGE = 2**30  # bytes in one message: BERT-base's state dict (440 MB) with room to spare, and a bound
+# bytes of a message's JSON header: parsed into Python objects before any other bound can be checked, at up to
+# ~25 times its size in memory, so it gets a bound of its own. Bulk data (tensors, arrays, bytes) travels in blobs.
+MAX_HEADER = 32 * 2**20
 MAX_DEPTH = 64  # nesting of a value: deeper is not a test's answer, and would exhaust the reader
 MAX_ITEMS = 5_000_000  # numbers, strings and containers in one value (tensors count as one)
 
@@ -64,6 +69,9 @@ def receive(stream) -> tuple[dict, list[bytes]]:
         total += length
         if total > MAX_MESSAGE:
             raise WireError(f"a message of more than {MAX_MESSAGE:,} bytes")
+        if not parts and length > MAX_HEADER:
+            raise WireError(f"a header of more than {MAX_HEADER:,} bytes (a value of millions of plain items; "
+                            "send bulk data as a tensor or an array)")
         parts.append(_read_exactly(stream, length))
     try:
         header = json.loads(parts[0])
@@ -109,8 +117,8 @@ def encode(value, blobs: list[bytes], handle_of) -> object:
             from safetensors.numpy import save
             blobs.append(save({"t": np.ascontiguousarray(v)}))
             return {"t": "ndarray", "i": len(blobs) - 1}
-        if np is not None and isinstance(v, np.generic) and type(v).__module__ == "numpy" and v.dtype.kind in "biuf":
-            return walk(v.item(), depth)
+        if np is not None and isinstance(v, np.generic) and type(v).__module__ == "numpy" and v.dtype.kind in "biufUS":
+            return walk(v.item(), depth)  # a number, or a string (np.str_) or bytes taken from an array
         if torch is not None and type(v) is torch.Size:
             return {"t": "tuple", "v": [walk(int(x), depth + 1) for x in v]}
         if torch is not None and type(v) is torch.dtype:
@@ -121,9 +129,21 @@ def encode(value, blobs: list[bytes], handle_of) -> object:
         if _is_model_output(v):  # transformers' and minibert's outputs: a dict with attribute access
             return {"t": "record", "type": type(v).__name__, "k": list(v.keys()),
                     "v": [walk(x, depth + 1) for x in v.values()], "tuple": False}
+        if _is_namedtuple(v):  # the student's own record type: its fields, rebuilt as a namedtuple on the grader's side
+            return {"t": "namedtuple", "type": type(v).__name__, "k": list(type(v)._fields),
+                    "v": [walk(x, depth + 1) for x in tuple.__iter__(v)]}
+        for base in (str, int, float, bytes):  # a str or int Enum member, np.str_...: the value a test compares
+            if isinstance(v, base):
+                return walk(base(v) if base is not str else str.__str__(v), depth)
         return handle_of(v)
 
     return walk(value, 0)
+
+
+def _is_namedtuple(v) -> bool:
+    fields = getattr(type(v), "_fields", None)
+    return (isinstance(v, tuple) and type(fields) is tuple and len(fields) == tuple.__len__(v) <= 1000
+            and all(type(f) is str for f in fields))
 
 
 def _is_model_output(v) -> bool:
@@ -227,6 +247,12 @@ def decode(data, blobs: list[bytes], make_handle):
                     not all(type(k) is str for k in keys) or type(d.get("type")) is not str:
                 raise WireError("a record whose fields do not pair")
             return Record(d["type"][:100], keys, [walk(x, depth + 1) for x in v], d.get("tuple") is True)
+        if t == "namedtuple":
+            keys = d.get("k")
+            if type(keys) is not list or type(v) is not list or len(keys) != len(v) or len(keys) > 1000 or \
+                    not all(type(k) is str and len(k) < 200 for k in keys) or type(d.get("type")) is not str:
+                raise WireError("a namedtuple whose fields do not pair")
+            return _namedtuple_class(d["type"][:100], tuple(keys))(*[walk(x, depth + 1) for x in v])
         if t == "handle":
             if type(d.get("id")) is not int or type(d.get("type")) is not str:
                 raise WireError("a handle without an id")
@@ -234,6 +260,14 @@ def decode(data, blobs: list[bytes], make_handle):
         raise WireError(f"a value of unknown kind {t!r}")
 
     return walk(data, 0)
+
+
+@functools.lru_cache(maxsize=256)
+def _namedtuple_class(name: str, fields: tuple[str, ...]):
+    """A namedtuple class of the student's type name and fields (names that are not identifiers renamed, as
+    ``collections.namedtuple(rename=True)`` does): equal to any tuple of the same values, fields by attribute."""
+    name = name if name.isidentifier() and not keyword.iskeyword(name) and not name.startswith("_") else "Record"
+    return collections.namedtuple(name, fields, rename=True)
 
 
 def pickled(obj) -> bytes:

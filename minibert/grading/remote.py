@@ -44,7 +44,7 @@ class Connection:
         if self.process.poll() is not None:
             raise StudentProcessError(f"the notebook's process had ended (exit status {self.process.returncode})")
         try:
-            plain.send(self.requests, header, list(blobs))
+            self.send(header, list(blobs))
             answer, blobs = self.receive(self.timeout + 10)
         except (BrokenPipeError, EOFError, plain.WireError) as e:
             raise StudentProcessError(f"the notebook's process stopped answering ({e})") from None
@@ -59,6 +59,16 @@ class Connection:
                 raise cls(message)  # the test may expect a ValueError: give it one of Python's own
             raise RemoteError(f"{name}: {message}")
         return answer, blobs
+
+    def send(self, header: dict, blobs=()) -> None:
+        """A request, written within the time a call has: a process that stops reading its requests (a full pipe)
+        would otherwise hold the grader forever. Past that the process is ended and StudentTimeout raised."""
+        try:
+            _within(self.timeout + 10, plain.send, self.requests, header, list(blobs))
+        except StudentTimeout:
+            self.process.kill()
+            raise StudentTimeout(f"stopped reading the grader's requests for {self.timeout + 10} s: it was "
+                                 "stopped") from None
 
     def share(self) -> None:
         """Let the student's process read what the test wrote in its temporary folder (`check.main`): a test's

@@ -1,10 +1,13 @@
 """Step 2, run walled: the student's process, where it can reach nothing of the grader's.
 
 Grading as root: a user id of its own (`reserve_identity`) inside bubblewrap (`wrap`), dropped there by
-``setpriv`` with no groups or capabilities; its own pid, network (none), IPC and host namespaces; the machine
-read-only but for its own bounded scratch folders; the instructor's and other students' files covered;
-bounded processes, file size, memory and CPU time (`limits`). Without bubblewrap (or root) it still runs apart
-from the checks, as that id (root) or as the grader (not root), bounded the same way.
+``setpriv`` with no groups or capabilities; its own pid, network (none), IPC and host namespaces; of the machine
+only what its Python needs, read-only: the operating system (`SYSTEM`) and the environment, the library, the data
+and the model cache (`needed_paths`), never the rest (homes, other checkouts of the course, the grader's files);
+its own bounded scratch folders; the instructor's and other students' files covered where they lie inside what
+it needs; an environment of the variables it needs only (`ENVIRONMENT`: no tokens or secrets of the grader's);
+bounded processes, file size, memory, CPU time (`limits`) and kept output (`KEPT_OUTPUT`). Without bubblewrap
+(or root) it still runs apart from the checks, as that id (root) or as the grader (not root), bounded the same way.
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from . import stopping
@@ -27,6 +31,14 @@ except ImportError:  # Windows: no users to switch to
 
 DEFAULT_USER = "nobody"
 SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")  # read-only, as they are
+# The grader's environment variables the student's Python may see: how it runs, where the models and data are.
+ENVIRONMENT = {"PATH", "LANG", "LANGUAGE", "TZ", "TERM", "PYTHONPATH", "PYTHONHASHSEED", "PYTHONUTF8",
+               "PYTHONIOENCODING", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE",
+               "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM", "CUBLAS_WORKSPACE_CONFIG", "CUDA_VISIBLE_DEVICES",
+               "MINIBERT_DATA_MIRROR", "MINIBERT_SHARED_DATA_DIR"}
+ENVIRONMENT_PREFIXES = ("LC_", "OMP_", "MKL_", "OPENBLAS_")
+KEPT_OUTPUT = 8 * 2**20  # bytes of what a notebook's process prints that the grader keeps (the start: the first error)
 SCRATCH_SIZE = 1 * 2**30  # bytes each of the student's scratch folders may hold
 WORK = Path("/tmp/work")  # the student's working folder, inside its own /tmp
 # One identity per graded notebook: user and group ids that no account has.
@@ -209,37 +221,52 @@ def model_cache() -> Path:
 
 
 def needed_paths() -> list[Path]:
-    """What the student's Python needs to read wherever it is: the environment, the checkout holding the
-    library, the folders of PYTHONPATH, the data folder and the model cache (any of them may be under /tmp,
-    which the walls replace)."""
+    """What the student's Python needs to read wherever it is: the environment, the library's package folder
+    (not the checkout around it, which holds the instructor notebooks and the tests), the folders of
+    PYTHONPATH, the data folder and mirror and the model cache (any of them may be under /tmp, which the walls
+    replace)."""
     import minibert
 
     from ..data.layout import data_dir
 
-    paths = [Path(sys.prefix), Path(sys.base_prefix), Path(minibert.__file__).resolve().parents[1], model_cache(),
+    paths = [Path(sys.prefix), Path(sys.base_prefix), Path(minibert.__file__).resolve().parent, model_cache(),
              *map(Path, filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))),
-             Path(os.environ.get("MINIBERT_SHARED_DATA_DIR") or data_dir())]
+             Path(os.environ.get("MINIBERT_SHARED_DATA_DIR") or data_dir()),
+             *([Path(os.environ["MINIBERT_DATA_MIRROR"])] if os.environ.get("MINIBERT_DATA_MIRROR") else [])]
     return [p.resolve() for p in paths if p.exists()]
 
 
 def wrap(command: list[str], *, uid: int, needed: list[Path], covered: list[Path], assets: Path | None) -> list[str]:
     """The command line that runs ``command`` as ``uid`` inside bubblewrap's walls (module docstring), in
-    `WORK`, with each entry of ``assets`` bound read-only into it."""
+    `WORK`, with each entry of ``assets`` bound read-only into it.
+
+    An allow-list: the sandbox's root is empty, and only `SYSTEM` and ``needed`` are bound into it, each at its
+    own path, the folders above a needed one made traversable but not listable. What is not named is not
+    there: another checkout of the course with its solutions, a home folder, the grader's own files."""
     argv = [shutil.which("bwrap") or "bwrap", "--die-with-parent", "--unshare-pid", "--unshare-ipc",
-            "--unshare-uts", "--unshare-net", "--unshare-cgroup-try", "--ro-bind", "/", "/", "--dev", "/dev",
-            "--proc", "/proc"]
+            "--unshare-uts", "--unshare-net", "--unshare-cgroup-try"]
+    for place in SYSTEM:
+        if os.path.islink(place):  # /bin -> usr/bin on a merged /usr
+            argv += ["--symlink", os.readlink(place), place]
+        elif os.path.isdir(place):
+            argv += ["--ro-bind", place, place]
+    argv += ["--dev", "/dev", "--proc", "/proc"]
     for scratch in SCRATCH:
         argv += ["--size", str(SCRATCH_SIZE), "--perms", "1777", "--tmpfs", scratch]
-    made = set()
-    for path in needed:  # bound back where a scratch folder laid over them
-        if any(Path(s) == path or Path(s) in path.parents for s in SCRATCH):
-            for parent in reversed(path.parents):  # bwrap would make them 0700: traversable, not listable
-                if any(Path(s) in parent.parents for s in SCRATCH) and parent not in made:
-                    argv += ["--perms", "0711", "--dir", str(parent)]
-                    made.add(parent)
-            argv += ["--ro-bind", str(path), str(path)]
-    for path in covered:  # a folder that holds what the process needs (the checkout, its .venv) stays visible
-        if not any(path == n or path in n.parents for n in needed):
+    visible = [Path(p) for p in SYSTEM if os.path.isdir(p) and not os.path.islink(p)]
+    made, bound = {Path("/"), *map(Path, SCRATCH)}, []
+    for path in sorted(set(needed), key=lambda p: len(p.parts)):
+        if any(path == v or v in path.parents for v in [*visible, *bound]):
+            continue  # there already
+        for parent in reversed(path.parents):  # bwrap would make them 0700: traversable, not listable
+            if parent not in made:
+                argv += ["--perms", "0711", "--dir", str(parent)]
+                made.add(parent)
+        argv += ["--ro-bind", str(path), str(path)]
+        bound.append(path)
+    for path in covered:  # inside a bound folder (a checkout on PYTHONPATH): laid over; elsewhere not there at all
+        inside = any(path == b or b in path.parents for b in bound)
+        if inside and not any(path == n or path in n.parents for n in needed):
             argv += ["--perms", "0555", "--tmpfs", str(path)]
     argv += ["--perms", "0777", "--dir", str(WORK), "--perms", "0777", "--dir", "/tmp/home"]
     for entry in course_files(assets):
@@ -267,7 +294,8 @@ def start(*, assets: Path, work: Path, uid: int | None, covered: list[Path], cpu
     a folder of the tests' files, bound read-only at its own path."""
     requests_read, requests_write = os.pipe()
     answers_read, answers_write = os.pipe()
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("JPY_", "JUPYTER_"))}
+    env = {key: value for key, value in os.environ.items()
+           if key in ENVIRONMENT or key.startswith(ENVIRONMENT_PREFIXES)}  # no token or secret of the grader's
     env.update(MINIBERT_REQUESTS_FD=str(requests_read), MINIBERT_ANSWERS_FD=str(answers_write), MPLBACKEND="Agg",
                PYTHONDONTWRITEBYTECODE="1", TQDM_DISABLE="1")
     for variable in ("HF_HOME", "MINIBERT_SHARED_DATA_DIR"):  # read where they are: the student's home is new
@@ -278,7 +306,7 @@ def start(*, assets: Path, work: Path, uid: int | None, covered: list[Path], cpu
     bounds = limits(cpu_seconds)
     walled = uid is not None and not bubblewrap_missing()
     if walled:
-        env.update(HOME="/tmp/home", MINIBERT_DATA_DIR="/tmp/home/data", USER=f"grader-{uid}")
+        env.update(HOME="/tmp/home", MINIBERT_DATA_DIR="/tmp/home/data", USER=f"grader-{uid}", TMPDIR="/tmp")
         needed = [*needed_paths(), *([exchange] if exchange else [])]
         command, cwd = wrap(command, uid=uid, needed=needed, covered=covered, assets=assets), "/"
     else:
@@ -309,13 +337,30 @@ def start(*, assets: Path, work: Path, uid: int | None, covered: list[Path], cpu
         if not walled:
             ends_with_the_checker()  # after setuid, which clears it
 
-    with open(log, "ab") as output:
-        process = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=output,
+    output_read, output_write = os.pipe()
+    try:
+        process = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=output_write,
                                    stderr=subprocess.STDOUT, pass_fds=(requests_read, answers_write),
                                    preexec_fn=wall_in)
-    os.close(requests_read)
-    os.close(answers_write)
+    finally:
+        for fd in (requests_read, answers_write, output_write):
+            os.close(fd)
+    threading.Thread(target=_keep_start_of_output, args=(output_read, log), daemon=True).start()
     return process, os.fdopen(requests_write, "wb", buffering=1 << 20), os.fdopen(answers_read, "rb", buffering=0)
+
+
+def _keep_start_of_output(fd: int, log: Path) -> None:
+    """Copy what the student's process prints into ``log``, its first `KEPT_OUTPUT` bytes (they hold the first
+    error); the rest is read and dropped, so that printing in a loop cannot fill the grader's disk."""
+    kept = 0
+    with open(fd, "rb", closefd=True) as output, open(log, "ab") as out:
+        while chunk := output.read1(1 << 16):
+            if kept < KEPT_OUTPUT:
+                out.write(chunk[:KEPT_OUTPUT - kept])
+                kept += len(chunk)
+                if kept >= KEPT_OUTPUT:
+                    out.write(f"\n[the rest of the output was not kept: {KEPT_OUTPUT:,} bytes are]\n".encode())
+                out.flush()
 
 
 def stop(process: subprocess.Popen) -> None:
