@@ -566,3 +566,41 @@ def test_an_in_place_change_is_seen_in_a_tensor_and_in_an_array():
     array += 1
     assert _snapshot(tensor) != before[0] and _snapshot(array) != before[1]
     assert _snapshot([1.0]) is None and _snapshot("text") is None
+
+
+def test_a_model_comes_back_in_the_modes_the_call_left_it_in():
+    """An evaluation that leaves the test's model in evaluation mode is seen to (a test checks that the model is
+    back in training mode); its weights, outside a training step, are not taken back."""
+    import copy
+
+    import torch
+
+    from minibert.grading import remote, runner
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout(0.1))
+    students_copy = copy.deepcopy(model)
+    students_copy.eval()
+    with torch.no_grad():
+        students_copy[0].weight.zero_()
+    changed, _ = _round_trip(runner._changed((students_copy,), {}))
+    remote._copy_back((model,), {}, changed)
+    assert not model.training and not model[1].training and model[0].weight.abs().sum() > 0
+    remote._copy_back((model,), {}, {"0": {"modes": [True]}})  # modes that do not fit the model: ignored
+    assert not model.training
+
+
+def test_a_tests_calls_share_one_timeout():
+    """Calls each within --timeout, many of them, would hold the grader for calls × timeout: once a test's calls
+    have taken --timeout together, the next one is refused."""
+    from minibert.grading import remote
+
+    process = subprocess.Popen(["sleep", "30"])
+    try:
+        connection = remote.Connection(process, None, None, 5, None)
+        connection.spent = 5.2
+        with pytest.raises(remote.StudentTimeout, match="this test's calls took 5 s together"):
+            connection.ask({"op": "get", "name": "softmax"})
+    finally:
+        process.kill()
+        process.wait()

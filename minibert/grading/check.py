@@ -126,6 +126,7 @@ def run_test(shell, source: str, names: list[str], connection: remote.Connection
     """Run one test cell here, with the student's values for ``names``; its verdict."""
     saved = {n: shell.user_ns[n] for n in names if n in shell.user_ns}
     printed = io.StringIO()
+    connection.spent = 0.0  # the test's calls, its values fetched included, share one --timeout
     try:
         for name in names:
             try:

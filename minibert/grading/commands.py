@@ -88,8 +88,8 @@ def autograde(submission_dir, source="notebooks", timeout=600, run_as: str | Non
     """Grade the notebooks in ``submission_dir`` (a filled-in student release, or ``source`` itself as a sanity
     check) as a class of one (`autograde_class`): a notebook that is missing or not a notebook scores zero with
     the reason, the others are graded as usual. Only notebooks of ``source`` with graded cells run, each as far
-    as its last test cell; ``timeout`` is seconds per cell and per call a test makes; ``run_as`` (grading as
-    root) is the account whose reach student code gets (`walls.user_to_run_as`)."""
+    as its last test cell; ``timeout`` is seconds per cell and for the calls one test makes together;
+    ``run_as`` (grading as root) is the account whose reach student code gets (`walls.user_to_run_as`)."""
     submission_dir = Path(submission_dir)
     if not submission_dir.is_dir():
         raise GradingError(f"submission folder not found: {submission_dir}")
@@ -194,7 +194,8 @@ def main(argv=None) -> int:
     grade.add_argument("submission_dir", help="folder of submitted notebooks")
     for command in (grade, whole):
         command.add_argument("--source", default="notebooks", help="instructor notebooks (default: notebooks)")
-        command.add_argument("--timeout", type=int, default=600, help="seconds per cell (default: 600)")
+        command.add_argument("--timeout", type=int, default=600,
+                             help="seconds per cell, and for the calls one test makes together (default: 600)")
         command.add_argument("--run-as", metavar="USER", help="grading as root: the account whose reach student code "
                              f"gets (default: $MINIBERT_GRADER_RUN_AS, else {walls.DEFAULT_USER}), as an id of its "
                              "own; not root, student code runs as you")

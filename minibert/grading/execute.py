@@ -44,8 +44,8 @@ def student_cells(nb, skip=frozenset()) -> list[dict]:
 class WalledExecute(NbGraderPreprocessor):
     """Runs the notebook through `minibert.grading.check` (module docstring)."""
 
-    timeout = Integer(600, help="seconds each cell of the student's, and each call a test makes, may take").tag(
-        config=True)
+    timeout = Integer(600, help="seconds each cell of the student's, and the calls one test makes together, "
+                               "may take").tag(config=True)
     run_as = Unicode("", help="grading as root: the account whose reach the student's process gets (default "
                      "nobody); it runs as a user id of its own").tag(config=True)
     covered = List(Unicode(), help="folders the student's process must not see, besides the course's").tag(

@@ -38,16 +38,25 @@ class Connection:
         self.exchange = exchange
         self.notes: list[str] = []
         self.sent: OrderedDict = OrderedDict()  # digests of the arguments the student's side holds
+        self.spent = 0.0  # seconds the calls of the current test have taken together (`check.run_test` resets it)
 
     def ask(self, header: dict, blobs=()) -> tuple[dict, list[bytes]]:
+        """One request and its answer. A test's calls share one --timeout between them: many slow calls, each
+        within the limit, would otherwise hold the grader for calls × timeout."""
         self.share()
         if self.process.poll() is not None:
             raise StudentProcessError(f"the notebook's process had ended (exit status {self.process.returncode})")
+        if self.spent >= self.timeout:
+            raise StudentTimeout(f"this test's calls took {self.spent:.0f} s together, more than the grader's "
+                                 f"--timeout ({self.timeout} s)")
+        started = time.monotonic()
         try:
             self.send(header, list(blobs))
-            answer, blobs = self.receive(self.timeout + 10)
+            answer, blobs = self.receive(self.timeout - self.spent + 10)
         except (BrokenPipeError, EOFError, plain.WireError) as e:
             raise StudentProcessError(f"the notebook's process stopped answering ({e})") from None
+        finally:
+            self.spent += time.monotonic() - started
         if answer.get("timeout"):
             raise StudentTimeout(f"did not finish in {self.timeout} s (the grader's --timeout): it was stopped")
         if "error" in answer:
@@ -298,9 +307,10 @@ def _differentiable(value, connection: Connection, graph: int, arguments: list):
 
 def _copy_back(args, kwargs, changed: dict) -> None:
     """Apply to the grader's arguments what the call did to the student's copies of them, where that is the
-    answer: a random generator the test handed over advances, and a training step (a call given an optimizer)
-    updates the test's model and optimizer. Nothing else: a call cannot change what the test compares
-    against afterwards (zero the weights of the layer it was given, add pieces to the vocabulary)."""
+    answer: a random generator the test handed over advances, a model is left in the training or evaluation
+    modes the call left it in, and a training step (a call given an optimizer) updates the test's model and
+    optimizer. Nothing else: a call cannot change what the test compares against afterwards (zero the weights
+    of the layer it was given, add pieces to the vocabulary)."""
     torch = sys.modules.get("torch")
     if not isinstance(changed, dict):
         return
@@ -312,18 +322,29 @@ def _copy_back(args, kwargs, changed: dict) -> None:
             continue
         if "generator" in state:
             _set_generator(original, state["generator"])
-        elif training and isinstance(original, torch.nn.Module) and isinstance(state.get("state"), dict):
-            with torch.no_grad():
-                original.load_state_dict(state["state"], strict=False)
-            grads = state.get("grads") if isinstance(state.get("grads"), dict) else {}
-            for name, p in original.named_parameters():
-                grad = grads.get(name)
-                p.grad = grad.to(p.dtype) if isinstance(grad, torch.Tensor) and grad.shape == p.shape else None
+        elif torch is not None and isinstance(original, torch.nn.Module):
+            _set_modes(original, state.get("modes"))
+            if training and isinstance(state.get("state"), dict):
+                with torch.no_grad():
+                    original.load_state_dict(state["state"], strict=False)
+                grads = state.get("grads") if isinstance(state.get("grads"), dict) else {}
+                for name, p in original.named_parameters():
+                    grad = grads.get(name)
+                    p.grad = grad.to(p.dtype) if isinstance(grad, torch.Tensor) and grad.shape == p.shape else None
         elif training and isinstance(original, torch.optim.Optimizer) and isinstance(state.get("optimizer"), dict):
             try:
                 original.load_state_dict(state["optimizer"])
             except (ValueError, KeyError, TypeError):
                 pass
+
+
+def _set_modes(module, modes) -> None:
+    """Training or evaluation mode, as the call left each of the test's module's submodules (a function that
+    evaluates a model should put it back in training mode: a test checks that); modes that do not fit are ignored."""
+    submodules = list(module.modules())
+    if type(modes) is list and len(modes) == len(submodules) and all(type(m) is bool for m in modes):
+        for submodule, mode in zip(submodules, modes):
+            submodule.training = mode
 
 
 def _set_generator(generator, state) -> None:

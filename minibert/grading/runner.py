@@ -222,17 +222,19 @@ def use_global_generators(states) -> None:
 
 def _changed(args, kwargs) -> dict:
     """{position or keyword: state} of what a call may change that the grader takes back
-    (`minibert.grading.remote._copy_back`): every random generator it was given, and in a training step (a
-    call given an optimizer) its models and optimizers."""
+    (`minibert.grading.remote._copy_back`): every random generator it was given, each model's training or
+    evaluation modes, and in a training step (a call given an optimizer) its models' weights and its optimizers."""
     torch = sys.modules.get("torch")
     training = torch is not None and any(isinstance(v, torch.optim.Optimizer) for _, v in _arguments(args, kwargs))
     changed = {}
     for key, value in _arguments(args, kwargs):
         if (generator := _generator_state(value)) is not None:
             changed[str(key)] = {"generator": generator}
-        elif training and isinstance(value, torch.nn.Module):
-            changed[str(key)] = {"state": dict(value.state_dict()),
-                                 "grads": {n: p.grad for n, p in value.named_parameters() if p.grad is not None}}
+        elif torch is not None and isinstance(value, torch.nn.Module):  # its modes; in a training step its weights
+            changed[str(key)] = {"modes": [m.training for m in value.modules()]}
+            if training:
+                changed[str(key)] |= {"state": dict(value.state_dict()), "grads": {
+                    n: p.grad for n, p in value.named_parameters() if p.grad is not None}}
         elif training and isinstance(value, torch.optim.Optimizer):
             changed[str(key)] = {"optimizer": value.state_dict()}
     return changed
