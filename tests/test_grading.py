@@ -696,7 +696,9 @@ def test_one_broken_notebook_costs_only_its_own_points_and_says_why(tmp_path, de
 
     cases = {"invalid JSON": (lambda p: p.write_text('{"cells": [', encoding="utf-8"), "is not a readable notebook"),
              "duplicated cell": (duplicated_test_cell, "02_demo.ipynb: its grading cells are damaged"),
-             "stripped metadata": (without_test_metadata, "not in the submitted notebook")}
+             "stripped metadata": (without_test_metadata, "not in the submitted notebook"),
+             "oversized": (lambda p: p.write_bytes(p.read_bytes() + b" " * (intake.MOST_NOTEBOOK_BYTES + 1)),
+                           "more than a notebook needs")}  # valid JSON, too large to parse safely
     for label, (damage, _) in cases.items():
         submission(label.replace(" ", "_"), damage)
     submission("dying", killing_the_kernel)

@@ -15,6 +15,7 @@ from pathlib import Path
 import nbformat
 
 MOST_FILES, MOST_BYTES, MOST_DEPTH = 1000, 200 * 2**20, 16  # what a submission may bring besides its notebooks
+MOST_NOTEBOOK_BYTES = 100 * 2**20  # a notebook: the course's largest with its figures is under 2 MB
 
 
 def is_plain_file(path) -> bool:
@@ -54,6 +55,9 @@ def take(submission_dir: Path, name: str, target: Path, source) -> str:
         return "not submitted"
     if not is_plain_file(submitted):
         return f"{name} is not a plain file (a link or a named pipe): submit the notebook file Jupyter saved"
+    if submitted.stat().st_size > MOST_NOTEBOOK_BYTES:  # parsed as JSON below, at several times its size
+        return (f"{name} is {submitted.stat().st_size / 2**20:,.0f} MiB, more than a notebook needs "
+                f"({MOST_NOTEBOOK_BYTES // 2**20} MiB at most): clear its outputs (Edit > Clear All Outputs) and save")
     try:
         notebook = nbformat.read(submitted, as_version=4)
         nbformat.validate(notebook)
