@@ -264,8 +264,8 @@ def wrap(command: list[str], *, uid: int, needed: list[Path], covered: list[Path
                 made.add(parent)
         argv += ["--ro-bind", str(path), str(path)]
         bound.append(path)
-    for path in covered:  # inside a bound folder (a checkout on PYTHONPATH): laid over; elsewhere not there at all
-        inside = any(path == b or b in path.parents for b in bound)
+    for path in covered:  # inside a bound folder (a checkout on PYTHONPATH, /usr): laid over; elsewhere not there
+        inside = any(path == b or b in path.parents for b in [*visible, *bound])
         if inside and not any(path == n or path in n.parents for n in needed):
             argv += ["--perms", "0555", "--tmpfs", str(path)]
     argv += ["--perms", "0777", "--dir", str(WORK), "--perms", "0777", "--dir", "/tmp/home"]
