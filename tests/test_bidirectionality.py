@@ -203,7 +203,8 @@ def test_the_curve_is_drawn_for_both_objectives_or_for_the_one_measured_so_far()
     stored = stored_curve()
     for runs, objectives in [(stored, {"masked LM (BERT)", "left to right (GPT)"}),
                              (one_objective(stored, "mlm"), {"masked LM (BERT)"})]:
-        fig = plot_curve(runs, title="a title")
+        along = {measure: curve_summary(runs["runs"], measure) for measure in ("hidden_pos_accuracy", "pos_accuracy")}
+        fig = plot_curve(along, runs["references"], title="a title")
         hidden, visible = fig.axes
         for ax, lookups in [(hidden, 3), (visible, 2)]:
             labels = ax.get_legend_handles_labels()[1]

@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 
-from ..experiments.bidirectionality import curve_summary
-
 LABELS = {"mlm": "masked LM (BERT)", "ltr": "left to right (GPT)"}
 
 
-def plot_curve(stored: dict, title: str | None = None):
-    """Two panels from a results file of the grid (``stored``: its JSON, made with ``curve_points``): the probe
-    with each word hidden (its tag from the context alone), against lookup tables of the word before and of
-    both neighbours; and with the word visible, against the word itself looked up. Each objective's mean over
-    seeds, with one standard deviation as error bars; the untrained encoder's level in both. Returns the figure."""
-    refs = stored["references"]
+def plot_curve(along: dict, refs: dict, title: str | None = None):
+    """Two panels of a bidirectionality grid's curve: ``along`` maps "hidden_pos_accuracy" and "pos_accuracy" to
+    `minibert.experiments.bidirectionality.curve_summary` of its runs, ``refs`` is its results file's
+    "references". The probe with each word hidden (its tag from the context alone), against lookup tables of the
+    word before and of both neighbours; and with the word visible, against the word itself looked up. Each
+    objective's mean over seeds, with one standard deviation as error bars; the untrained encoder's level in
+    both. Returns the figure."""
     panels = [("hidden_pos_accuracy", "POS with the word hidden",
                {"both neighbours, looked up": refs["neighbours_pos_accuracy"],
                 "the word before, looked up": refs["left_neighbour_pos_accuracy"],
@@ -28,10 +27,9 @@ def plot_curve(stored: dict, title: str | None = None):
                 "untrained encoder": refs["untrained_pos_accuracy"]})]
     fig, axes = plt.subplots(1, 2, figsize=(10, 6))
     for ax, (measure, panel_title, lines) in zip(axes, panels):
-        along = curve_summary(stored["runs"], measure)
         for objective, color in [("mlm", "C0"), ("ltr", "C1")]:
-            if objective in along:
-                steps, means, sds, _ = zip(*along[objective])
+            if objective in along[measure]:
+                steps, means, sds, _ = zip(*along[measure][objective])
                 ax.errorbar(steps, means, yerr=sds, fmt="o-", capsize=4, color=color, label=LABELS[objective])
         for (name, value), style in zip(lines.items(), ["--", "-.", ":"]):
             ax.axhline(value, color="black", ls=style, lw=1, label=name)
