@@ -320,17 +320,20 @@ SEES = """import os
 _seen = [p for p in {paths!r} if os.path.exists(p)]
 _secrets = [k for k in os.environ if k.startswith("MINIBERT_TEST_SECRET")]
 assert not _seen and not _secrets and os.environ.get("TMPDIR", "/tmp") == "/tmp", (_seen, _secrets)
+assert os.path.isabs(os.environ["HF_HOME"]), os.environ["HF_HOME"]  # the grader's model cache, named in full
 print("x" * (12 * 2**20))  # 12 MiB of output
 """ + STABLE_SOFTMAX
 
 
 def test_the_students_process_sees_no_secret_no_other_copy_and_cannot_fill_the_log(demo_release, tmp_path,
                                                                                     grader_account, monkeypatch):
-    """The grader's environment reaches the student's process only as the variables its Python needs (no token);
+    """The grader's environment reaches the student's process only as the variables its Python needs (no token; the
+    model cache named in full, where an empty HF_HOME would make it a relative folder);
     walled, the machine it sees is the operating system and what its Python reads, not the checkout around the
     library (another copy of the course's notebooks, with their solutions, would be one), and what it prints is
     kept up to a bound (a loop of prints cannot fill the grader's disk)."""
     monkeypatch.setenv("MINIBERT_TEST_SECRET_TOKEN", "hf_not_for_students")
+    monkeypatch.delenv("HF_HOME", raising=False)  # the default cache: named for the student's Python, never ""
     checkout = Path(grading.__file__).resolve().parents[2]
     walled = grader_account is not None and not walls.bubblewrap_missing()
     paths = [str(checkout / name) for name in ("README.md", "pyproject.toml", "benchmarks")] if walled else []
@@ -475,12 +478,14 @@ def test_a_header_too_large_to_parse_safely_is_refused_before_it_is_parsed():
 
     header = b"[" + b"{}," * (plain.MAX_HEADER // 3) + b"{}]"
     message = struct.pack("<I", 1) + struct.pack("<Q", len(header)) + header
-    with pytest.raises(plain.WireError, match="a header of more than"):
-        plain.receive(io.BytesIO(message))
-    small = io.BytesIO()
-    plain.send(small, {"ok": [1, 2]}, [b"blob"])
-    small.seek(0)
-    assert plain.receive(small) == ({"ok": [1, 2]}, [b"blob"])
+    stream = io.BytesIO()
+    stream.write(message)
+    plain.send(stream, {"ok": [1, 2]}, [b"blob"])
+    stream.seek(0)
+    with pytest.raises(plain.WireError, match="a value too large to check") as refused:
+        plain.receive(stream)
+    assert refused.value.whole  # read to its end, never parsed: the next message is read as it was sent
+    assert plain.receive(stream) == ({"ok": [1, 2]}, [b"blob"])
 
 
 def test_a_process_that_stops_reading_cannot_hold_the_grader():
@@ -506,8 +511,8 @@ def test_a_process_that_stops_reading_cannot_hold_the_grader():
 
 
 def test_a_value_that_cannot_be_fetched_fails_its_test_alone():
-    """An error of the student's side while a test's values are fetched (here a RemoteError) is that test's failure,
-    not the notebook's: the checks before and after it keep their scores."""
+    """A value that cannot cross (here a RemoteError while it is fetched) fails the tests that read it, and only
+    those: every test fetches all the names the solution cells so far define, and the others keep their scores."""
     from minibert.grading import check, remote
     from minibert.grading.runner import new_shell
 
@@ -521,8 +526,8 @@ def test_a_value_that_cannot_be_fetched_fails_its_test_alone():
 
     shell = new_shell()
     shell.showtraceback = shell.showsyntaxerror = lambda *args, **kwargs: None
-    failed = check.run_test(shell, "assert broken == 1", ["broken"], Connection())
-    passed = check.run_test(shell, "assert fine == 2", ["fine"], Connection())
+    failed = check.run_test(shell, "assert broken == 1", ["broken", "fine"], Connection())
+    passed = check.run_test(shell, "assert fine == 2", ["broken", "fine"], Connection())  # it does not read broken
     assert not failed["passed"] and "RecursionError: a list that holds itself" in failed["error"]
     assert passed["passed"], passed
 

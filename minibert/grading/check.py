@@ -127,17 +127,24 @@ def run_test(shell, source: str, names: list[str], connection: remote.Connection
     saved = {n: shell.user_ns[n] for n in names if n in shell.user_ns}
     printed = io.StringIO()
     connection.spent = 0.0  # the test's calls, its values fetched included, share one --timeout
+    unfetched = {}  # name -> why its value could not cross: it fails the tests that read it, and only those
     try:
         for name in names:
             try:
                 shell.user_ns[name] = connection.get(name)
-            except NameError:
+            except (remote.StudentTimeout, remote.StudentProcessError):
+                raise  # the process is gone: nothing more can be fetched
+            except Exception as e:  # NameError: not defined; else a value that cannot cross
                 shell.user_ns.pop(name, None)
+                if not isinstance(e, NameError):
+                    unfetched[name] = e
         connection.notes = []
         with contextlib.redirect_stdout(printed):
             result = shell.run_cell(source, store_history=False)
         error = result.error_before_exec or result.error_in_exec
-    except Exception as e:  # a value that could not be fetched fails this test only, not the notebook's others
+        if isinstance(error, NameError) and error.name in unfetched:
+            error = unfetched[error.name]
+    except Exception as e:  # the student's process could not be reached: this test fails, the next one restarts it
         error = e
     finally:
         for name in names:

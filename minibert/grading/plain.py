@@ -26,7 +26,12 @@ MAX_ITEMS = 5_000_000  # numbers, strings and containers in one value (tensors c
 
 
 class WireError(RuntimeError):
-    """The other side sent something that is not a message of this protocol."""
+    """The other side sent something that is not a message of this protocol. ``whole``: the message was read to
+    its end (refused, not cut off), so the next one can be read; otherwise the stream is out of step."""
+
+    def __init__(self, message: str, whole: bool = False):
+        super().__init__(message)
+        self.whole = whole
 
 
 HANDLES: dict[int, object] = {}  # on the student's side: the objects the grader holds proxies of, by handle
@@ -59,26 +64,36 @@ def _read_exactly(stream, n: int) -> bytes:
     return b"".join(chunks)
 
 
+def _skip(stream, n: int) -> None:
+    while n:
+        n -= len(_read_exactly(stream, min(n, 1 << 24)))
+
+
 def receive(stream) -> tuple[dict, list[bytes]]:
     (count,) = struct.unpack("<I", _read_exactly(stream, 4))
     if not 1 <= count <= 1_000_000:
         raise WireError(f"a message of {count} parts")
-    parts, total = [], 0
-    for _ in range(count):
+    parts, total, refused = [], 0, None
+    for i in range(count):
         (length,) = struct.unpack("<Q", _read_exactly(stream, 8))
         total += length
         if total > MAX_MESSAGE:
             raise WireError(f"a message of more than {MAX_MESSAGE:,} bytes")
-        if not parts and length > MAX_HEADER:
-            raise WireError(f"a header of more than {MAX_HEADER:,} bytes (a value of millions of plain items; "
-                            "send bulk data as a tensor or an array)")
-        parts.append(_read_exactly(stream, length))
+        if i == 0 and length > MAX_HEADER:  # read past, never parsed: the stream stays in step for the next message
+            refused = (f"a value too large to check (its plain part is {length:,} bytes, more than {MAX_HEADER:,}: "
+                       "millions of numbers or strings; a tensor or an array of them crosses)")
+        if refused:
+            _skip(stream, length)
+        else:
+            parts.append(_read_exactly(stream, length))
+    if refused:
+        raise WireError(refused, whole=True)
     try:
         header = json.loads(parts[0])
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise WireError(f"a header that is not JSON ({e})") from None
+        raise WireError(f"a header that is not JSON ({e})", whole=True) from None
     if not isinstance(header, dict):
-        raise WireError("a header that is not a JSON object")
+        raise WireError("a header that is not a JSON object", whole=True)
     return header, parts[1:]
 
 

@@ -53,7 +53,12 @@ class Connection:
         try:
             self.send(header, list(blobs))
             answer, blobs = self.receive(self.timeout - self.spent + 10)
-        except (BrokenPipeError, EOFError, plain.WireError) as e:
+        except plain.WireError as e:
+            if e.whole:  # one answer refused, read to its end: the process goes on
+                raise RemoteError(str(e)) from None
+            self.process.kill()  # out of step with the pipe: what is read next would be the middle of a message
+            raise StudentProcessError(f"the notebook's process sent what the grader cannot read ({e})") from None
+        except (BrokenPipeError, EOFError) as e:
             raise StudentProcessError(f"the notebook's process stopped answering ({e})") from None
         finally:
             self.spent += time.monotonic() - started
