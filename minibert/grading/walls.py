@@ -299,7 +299,8 @@ def start(*, assets: Path, work: Path, uid: int | None, covered: list[Path], cpu
     env.update(MINIBERT_REQUESTS_FD=str(requests_read), MINIBERT_ANSWERS_FD=str(answers_write), MPLBACKEND="Agg",
                PYTHONDONTWRITEBYTECODE="1", TQDM_DISABLE="1")
     from ..data.layout import data_dir  # models and data read where they are: the student's home is new
-    env.update(HF_HOME=str(model_cache()), MINIBERT_SHARED_DATA_DIR=env.get("MINIBERT_SHARED_DATA_DIR") or str(data_dir()))
+    env.update(HF_HOME=str(model_cache()),
+               MINIBERT_SHARED_DATA_DIR=env.get("MINIBERT_SHARED_DATA_DIR") or str(data_dir()))
     command = [sys.executable, "-m", "minibert.grading.runner"]
     bounds = limits(cpu_seconds)
     walled = uid is not None and not bubblewrap_missing()
